@@ -1,0 +1,30 @@
+// swift-tools-version:6.1
+// Benchmarks live in their own package so `swift test` at the root never builds them.
+// Run with Benchmarks/run (release build; prints rates and ratios against plain C loops).
+import PackageDescription
+
+let package = Package(
+    name: "VaultBenchmarks",
+    platforms: [.macOS(.v14)],
+    dependencies: [
+        .package(path: ".."),
+    ],
+    targets: [
+        // Plain C loops over libsodium: the baseline every ratio is measured against.
+        .target(
+            name: "CBaseline",
+            cSettings: [.unsafeFlags(["-O2"])],
+            linkerSettings: [.linkedLibrary("sodium")]
+        ),
+        .executableTarget(
+            name: "VaultBench",
+            dependencies: [
+                "CBaseline",
+                .product(name: "VaultCrypto", package: "vault"),
+                .product(name: "VaultOpen", package: "vault"),
+                .product(name: "CardRules", package: "vault"),
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,158 @@
+// Rates of the vault's sealing and opening against plain C loops over libsodium, measured in the
+// same run on the same machine, printed as ratios. Usage (Benchmarks/run does all of it):
+//   VaultBench [--vault PATH/TO/vault] [--c-lines PATH/TO/seal_lines] [--quick]
+import CBaseline
+import CardRules
+import Foundation
+@_spi(Opening) import VaultCrypto
+import VaultOpen
+
+let args = CommandLine.arguments
+func option(_ name: String) -> String? {
+    guard let i = args.firstIndex(of: name), i + 1 < args.count else { return nil }
+    return args[i + 1]
+}
+let quick = args.contains("--quick")
+let rounds = quick ? 3 : 7
+let iterations = quick ? 300 : 1500
+
+func median(_ xs: [Double]) -> Double { let s = xs.sorted(); return s[s.count / 2] }
+func now() -> UInt64 { baseline_now_ns() }
+
+/// Runs each candidate `rounds` times, interleaved, and returns the median rate (ops/s) of each.
+func compare(_ candidates: [(String, (Int) -> UInt64)], iterations: Int) -> [String: Double] {
+    var rates: [String: [Double]] = [:]
+    for (_, f) in candidates { _ = f(max(10, iterations / 10)) }   // warm up
+    for _ in 0..<rounds {
+        for (name, f) in candidates {
+            let ns = f(iterations)
+            rates[name, default: []].append(Double(iterations) / (Double(ns) / 1e9))
+        }
+    }
+    return rates.mapValues(median)
+}
+
+func timed(_ n: Int, _ body: () -> Void) -> UInt64 {
+    let t0 = now()
+    for _ in 0..<n { body() }
+    return now() - t0
+}
+
+var report: [String] = []
+func line(_ s: String) { print(s); report.append(s) }
+func fmt(_ x: Double, _ digits: Int = 0) -> String { String(format: "%.\(digits)f", x) }
+
+let secretBytes = SecureBytes.random(count: 32)
+let secret = try SecretKey(bytes: secretBytes)
+let pk = secret.publicKey
+var ring = KeyRing()
+ring.add(secret)
+let fingerprintKey = try FingerprintKey(secureBytes: SecureBytes.random(count: 32))
+let pan = Array("4242424242424242".utf8)
+let card = try CardData(
+    number: SecureBytes(pan), expiry: CardExpiry(month: 12, year: 2030),
+    cvc: SecureBytes(Array("123".utf8)), name: nil)
+let metadata = try CardEnvelope.validate(card, fingerprintKey: fingerprintKey)
+
+line("# vault benchmarks — \(ProcessInfo.processInfo.processorCount) cores, \(rounds) interleaved rounds × \(iterations) ops, median rate")
+line("")
+line("| operation | ops/s | baseline (C) ops/s | ratio |")
+line("|---|---:|---:|---:|")
+
+// 1. Seal a 16-byte value.
+do {
+    var out = [UInt8](repeating: 0, count: 256)
+    let r = compare([
+        ("c", { n in pk.bytes.withUnsafeBufferPointer { baseline_seal($0.baseAddress!, 16, Int32(n)) } }),
+        ("swift", { n in pan.withUnsafeBytes { p in timed(n) { _ = pk.seal(p) } } }),
+        ("text", { n in pan.withUnsafeBytes { p in out.withUnsafeMutableBytes { o in timed(n) { _ = pk.sealText(p, into: o) } } } }),
+    ], iterations: iterations)
+    line("| seal 16 B → SealedValue | \(fmt(r["swift"]!)) | \(fmt(r["c"]!)) | \(fmt(r["swift"]! / r["c"]!, 3)) |")
+    line("| seal 16 B → text line (the --lines path) | \(fmt(r["text"]!)) | \(fmt(r["c"]!)) | \(fmt(r["text"]! / r["c"]!, 3)) |")
+}
+
+// 2. Card envelope seal (3 fields) vs one crypto_box_seal, and vs the same work in C.
+do {
+    let r = compare([
+        ("c-seal", { n in pk.bytes.withUnsafeBufferPointer { baseline_seal($0.baseAddress!, 32, Int32(n)) } }),
+        ("c-envelope", { n in pk.bytes.withUnsafeBufferPointer { baseline_envelope($0.baseAddress!, 3, 16, Int32(n)) } }),
+        ("envelope", { n in timed(n) { _ = CardEnvelope.seal(card, metadata: metadata, to: pk) } }),
+        ("envelope+validate", { n in timed(n) { _ = try! CardEnvelope.seal(card, to: pk, fingerprintKey: fingerprintKey) } }),
+        ("envelope+json", { n in timed(n) { _ = CardEnvelope.seal(card, metadata: metadata, to: pk).json } }),
+    ], iterations: iterations)
+    line("| envelope seal (pan, exp, cvc) | \(fmt(r["envelope"]!)) | \(fmt(r["c-seal"]!)) (crypto_box_seal) | \(fmt(r["envelope"]! / r["c-seal"]!, 3)) |")
+    line("| envelope seal vs the same calls in C | \(fmt(r["envelope"]!)) | \(fmt(r["c-envelope"]!)) | \(fmt(r["envelope"]! / r["c-envelope"]!, 3)) |")
+    line("| envelope seal + card rules + fingerprint | \(fmt(r["envelope+validate"]!)) | \(fmt(r["c-seal"]!)) (crypto_box_seal) | \(fmt(r["envelope+validate"]! / r["c-seal"]!, 3)) |")
+    line("| envelope seal + JSON text | \(fmt(r["envelope+json"]!)) | \(fmt(r["c-seal"]!)) (crypto_box_seal) | \(fmt(r["envelope+json"]! / r["c-seal"]!, 3)) |")
+}
+
+// 3. Opening (gateway zone).
+do {
+    let sealed = pan.withUnsafeBytes { pk.seal($0) }
+    let envelope = CardEnvelope.seal(card, metadata: metadata, to: pk)
+    let opener = EnvelopeOpener(ring: ring, fingerprintKey: fingerprintKey)
+    let r = compare([
+        ("c", { n in pk.bytes.withUnsafeBufferPointer { p in secretBytes.withUnsafeBytes { s in baseline_seal_open(p.baseAddress!, s.baseAddress!.assumingMemoryBound(to: UInt8.self), 16, Int32(n)) } } }),
+        ("open", { n in timed(n) { _ = try! ring.open(sealed) } }),
+        ("envelope", { n in timed(n) { _ = try! opener.open(envelope) } }),
+    ], iterations: iterations)
+    line("| open sealed value | \(fmt(r["open"]!)) | \(fmt(r["c"]!)) (crypto_box_seal_open) | \(fmt(r["open"]! / r["c"]!, 3)) |")
+    line("| envelope open + metadata check | \(fmt(r["envelope"]!)) | \(fmt(r["c"]!)) (crypto_box_seal_open) | \(fmt(r["envelope"]! / r["c"]!, 3)) |")
+}
+
+// 4. `vault seal --lines` against the C line sealer, whole processes over the same input.
+func runProcess(_ path: String, _ arguments: [String], stdin: URL?, stdout: URL?) throws -> Double {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: path)
+    p.arguments = arguments
+    if let stdin { p.standardInput = try FileHandle(forReadingFrom: stdin) }
+    if let stdout {
+        FileManager.default.createFile(atPath: stdout.path, contents: nil)
+        p.standardOutput = try FileHandle(forWritingTo: stdout)
+    } else {
+        p.standardOutput = FileHandle.nullDevice
+    }
+    let t0 = now()
+    try p.run()
+    p.waitUntilExit()
+    guard p.terminationStatus == 0 else { throw NSError(domain: "bench", code: Int(p.terminationStatus)) }
+    return Double(now() - t0) / 1e9
+}
+
+if let vault = option("--vault"), let cLines = option("--c-lines") {
+    let dir = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("vault-bench-\(getpid())")
+    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: dir) }
+    let pubPath = dir.appendingPathComponent("\(pk.kid).pub")
+    try (pk.text + "\n").write(to: pubPath, atomically: true, encoding: .utf8)
+    let count = quick ? 4000 : 20000
+    var text = ""
+    for i in 0..<count { text += String(4_000_000_000_000_000 + i * 7919) + "\n" }
+    let input = dir.appendingPathComponent("in.txt")
+    try text.write(to: input, atomically: true, encoding: .utf8)
+    let b64 = String(pk.text.dropFirst(PublicKey.textPrefix.count))
+    var c: [Double] = [], one: [Double] = [], two: [Double] = []
+    for _ in 0..<(quick ? 2 : 3) {
+        c.append(try runProcess(cLines, [pk.kid.rawValue, b64], stdin: input, stdout: dir.appendingPathComponent("c.out")))
+        one.append(try runProcess(vault, ["seal", "--lines", "--jobs", "1", "--key", pubPath.path], stdin: input, stdout: dir.appendingPathComponent("one.out")))
+        two.append(try runProcess(vault, ["seal", "--lines", "--jobs", "2", "--key", pubPath.path], stdin: input, stdout: dir.appendingPathComponent("two.out")))
+    }
+    let cRate = Double(count) / median(c), oneRate = Double(count) / median(one), twoRate = Double(count) / median(two)
+    line("| `vault seal --lines --jobs 1` (\(count) lines) | \(fmt(oneRate)) | \(fmt(cRate)) (C line sealer) | \(fmt(oneRate / cRate, 3)) |")
+    line("| `vault seal --lines --jobs 2` (\(count) lines) | \(fmt(twoRate)) | \(fmt(cRate)) (C line sealer) | \(fmt(twoRate / cRate, 3)) |")
+
+    // 5. One value, whole process.
+    let single = dir.appendingPathComponent("one.txt")
+    try "4242424242424242\n".write(to: single, atomically: true, encoding: .utf8)
+    var times: [Double] = []
+    for _ in 0..<(quick ? 10 : 40) {
+        times.append(try runProcess(vault, ["seal", "--key", pubPath.path], stdin: single, stdout: nil) * 1000)
+    }
+    times.sort()
+    line("")
+    line("`vault seal` of one value, whole process: median \(fmt(times[times.count / 2], 1)) ms, p90 \(fmt(times[times.count * 9 / 10], 1)) ms, min \(fmt(times[0], 1)) ms (\(times.count) runs)")
+}
+
+if let out = option("--report") {
+    try (report.joined(separator: "\n") + "\n").write(toFile: out, atomically: true, encoding: .utf8)
+}

@@ -1,0 +1,53 @@
+// swift-tools-version:6.0
+// The sealed card vault. One folder per concern; see README.md ("Layout") and docs/.
+import PackageDescription
+
+let package = Package(
+    name: "vault",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "vault", targets: ["vault"]),
+        // What a non-PCI Swift caller links: card rules, validation and sealing with a public key.
+        .library(name: "VaultClient", targets: ["VaultClient"]),
+        .library(name: "VaultCrypto", targets: ["VaultCrypto"]),
+        .library(name: "CardRules", targets: ["CardRules"]),
+        // The opening side: linked only by the gateway adapter and operator tools in its zone.
+        .library(name: "VaultOpen", targets: ["VaultOpen"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
+    ],
+    targets: [
+        // libsodium through pkg-config; imported by VaultCrypto and nothing else.
+        .systemLibrary(
+            name: "CSodium",
+            pkgConfig: "libsodium",
+            providers: [.apt(["libsodium-dev", "pkg-config"])]
+        ),
+        // Brand table, Luhn, lengths, CVC, expiry, formatting, masking, BIN tables. Pure, no I/O.
+        .target(name: "CardRules"),
+        // Sensitive bytes, key files, sealed values, card envelopes (sealing side).
+        .target(name: "VaultCrypto", dependencies: ["CSodium", "CardRules"]),
+        // Opening sealed values and card envelopes: needs a secret key. Never linked by the sidecar.
+        .target(name: "VaultOpen", dependencies: ["VaultCrypto", "CardRules"]),
+        // The library for non-PCI callers: validate, card input component, seal.
+        .target(name: "VaultClient", dependencies: ["VaultCrypto", "CardRules"]),
+        // The `vault` subcommands (argument-parser); the executable only calls into this.
+        .target(
+            name: "VaultCLI",
+            dependencies: [
+                "VaultCrypto", "VaultOpen", "VaultClient", "CardRules",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(name: "vault", dependencies: ["VaultCLI"]),
+
+        .testTarget(name: "CardRulesTests", dependencies: ["CardRules"]),
+        .testTarget(name: "VaultCryptoTests", dependencies: ["VaultCrypto", "CardRules"]),
+        .testTarget(name: "VaultOpenTests", dependencies: ["VaultOpen", "VaultCrypto", "CardRules"]),
+        .testTarget(name: "VaultClientTests", dependencies: ["VaultClient", "VaultCrypto", "VaultOpen", "CardRules"]),
+        // End to end: runs the real `vault` binary and PyNaCl (Tests/Interop).
+        .testTarget(name: "VaultCLITests", dependencies: ["VaultCrypto", "CardRules"], resources: []),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,28 @@
+#ifndef VAULT_CSODIUM_SHIM_H
+#define VAULT_CSODIUM_SHIM_H
+// The one C boundary of the project: libsodium, plus the few libc calls that Swift cannot make
+// directly (variadic prctl). Only the VaultCrypto module imports this.
+#include <sodium.h>
+#include <sys/resource.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+/// Marks the process non-dumpable (no core file, no ptrace by the same uid). 0 on success.
+static inline int vault_set_nondumpable(void) {
+#ifdef __linux__
+    return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+#else
+    return -1;
+#endif
+}
+
+/// 1 when the process is dumpable, 0 when not, -1 when unknown.
+static inline int vault_is_dumpable(void) {
+#ifdef __linux__
+    return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+#else
+    return -1;
+#endif
+}
+#endif

@@ -1,0 +1,52 @@
+import ArgumentParser
+import VaultCrypto
+
+/// The `vault` exit codes, in one table (also in docs/cli.md).
+///
+/// | code | meaning |
+/// |---|---|
+/// | 0 | success (for `validate`: the number is valid) |
+/// | 1 | `validate`: the number is not valid; other commands: an unexpected failure |
+/// | 2 | key file problem: `KEY_FILE_*`, `FINGERPRINT_KEY_MISSING` |
+/// | 3 | `KEY_MISMATCH`: sealed to a key you did not give |
+/// | 4 | `SEALED_VALUE_CORRUPT`, `ENVELOPE_KEY_CORRUPT`, `ENVELOPE_FIELD_CORRUPT`, `ENVELOPE_FIELD_INVALID`, `ENVELOPE_METADATA_MISMATCH`: tampered or truncated |
+/// | 5 | `SEALED_VALUE_MALFORMED`, `ENVELOPE_MALFORMED`, `ENVELOPE_UNSUPPORTED_VERSION`: not of the format |
+/// | 6 | invalid card input: card-rules codes, `CARD_*`, `INPUT_TOO_LARGE` |
+/// | 7 | `IO_ERROR`: reading input or writing output failed |
+/// | 64 | usage error (argument-parser) |
+public enum VaultExitCode {
+    /// The exit status for an error code.
+    public static func status(for code: VaultError.Code) -> Int32 {
+        switch code.rawValue {
+        case let c where c.hasPrefix("KEY_FILE_") || c == VaultError.Code.fingerprintKeyMissing.rawValue: 2
+        case VaultError.Code.keyMismatch.rawValue: 3
+        case VaultError.Code.sealedValueCorrupt.rawValue, VaultError.Code.envelopeKeyCorrupt.rawValue,
+             VaultError.Code.envelopeFieldCorrupt.rawValue, VaultError.Code.envelopeFieldInvalid.rawValue,
+             VaultError.Code.envelopeMetadataMismatch.rawValue: 4
+        case VaultError.Code.sealedValueMalformed.rawValue, VaultError.Code.envelopeMalformed.rawValue,
+             VaultError.Code.envelopeUnsupportedVersion.rawValue: 5
+        case VaultError.Code.ioError.rawValue: 7
+        default: 6
+        }
+    }
+}
+
+/// Prints `vault: [line N: ]CODE: message` on standard error and returns the exit code to throw.
+func fail(_ error: VaultError, line: Int? = nil) -> ExitCode {
+    var text = "vault: "
+    if let line { text += "line \(line): " }
+    text += error.code.rawValue + ": " + error.message
+    if let field = error.field, !error.message.contains(field) { text += " (\(field))" }
+    try? StandardIO.write(fd: 2, text + "\n")
+    return ExitCode(VaultExitCode.status(for: error.code))
+}
+
+/// Runs `body`, turning a `VaultError` into its message and exit code.
+func reportingErrors(_ body: () throws(VaultError) -> Void) throws(ExitCode) {
+    do throws(VaultError) { try body() } catch { throw fail(error) }
+}
+
+/// Runs a line pipeline, turning a bad line into its message (with the line number) and exit code.
+func reportingErrors(_ pipeline: LinePipeline) throws(ExitCode) {
+    do throws(LinePipeline.LineError) { try pipeline.run() } catch { throw fail(error.error, line: error.line) }
+}

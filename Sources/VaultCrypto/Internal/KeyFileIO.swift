@@ -1,0 +1,96 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// POSIX file handling for key files: reads into wiped memory, checks modes, writes exclusively.
+enum KeyFileIO {
+    /// Key files are one short line; anything bigger is not a key file.
+    static let maxKeyFileBytes = 4096
+
+    /// Reads a whole key file into `SecureBytes`. When `private` is true, refuses a file that group
+    /// or others may read.
+    static func read(path: String, private isPrivate: Bool) throws(VaultError) -> SecureBytes {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            let e = errno
+            if e == ENOENT { throw VaultError(.keyFileNotFound, "no key file at \(path)", field: path) }
+            throw VaultError(.keyFileUnreadable, "cannot open key file \(path): \(errnoText(e))", field: path)
+        }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else {
+            throw VaultError(.keyFileUnreadable, "cannot stat key file \(path): \(errnoText(errno))", field: path)
+        }
+        guard (st.st_mode & S_IFMT) == S_IFREG else {
+            throw VaultError(.keyFileUnreadable, "\(path) is not a regular file", field: path)
+        }
+        if isPrivate, st.st_mode & 0o077 != 0 {
+            throw VaultError(
+                .keyFilePermissions,
+                "key file \(path) has mode \(octal(st.st_mode & 0o777)); a secret key file must not be readable by group or others (chmod 600 \(path))",
+                field: path)
+        }
+        return try SecureBytes(capacity: maxKeyFileBytes + 1) { (out) throws(VaultError) -> Int in
+            var total = 0
+            while total < out.count {
+                let n = Glibc.read(fd, out.baseAddress! + total, out.count - total)
+                if n == 0 { break }
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    throw VaultError(.keyFileUnreadable, "cannot read key file \(path): \(errnoText(errno))", field: path)
+                }
+                total += n
+            }
+            guard total <= maxKeyFileBytes else {
+                throw VaultError(.keyFileMalformed, "\(path) is too large to be a key file", field: path)
+            }
+            return total
+        }
+    }
+
+    /// Creates `path` exclusively with exactly `mode` (umask ignored), writes `bytes`, fsyncs.
+    static func createExclusive(path: String, mode: mode_t, bytes: UnsafeRawBufferPointer) throws(VaultError) {
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode)
+        guard fd >= 0 else {
+            let e = errno
+            if e == EEXIST { throw VaultError(.keyFileExists, "\(path) exists; refusing to overwrite it", field: path) }
+            throw VaultError(.keyFileUnreadable, "cannot create \(path): \(errnoText(e))", field: path)
+        }
+        var ok = fchmod(fd, mode) == 0
+        var written = 0
+        while ok, written < bytes.count {
+            let n = write(fd, bytes.baseAddress! + written, bytes.count - written)
+            if n < 0, errno == EINTR { continue }
+            if n <= 0 { ok = false; break }
+            written += n
+        }
+        if ok { ok = fsync(fd) == 0 }
+        let e = errno
+        close(fd)
+        guard ok else {
+            unlink(path)
+            throw VaultError(.keyFileUnreadable, "cannot write \(path): \(errnoText(e))", field: path)
+        }
+    }
+
+    /// True if something exists at `path`.
+    static func exists(_ path: String) -> Bool {
+        var st = stat()
+        return lstat(path, &st) == 0
+    }
+
+    /// fsync a directory so new entries survive a crash.
+    static func syncDirectory(_ path: String) {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if fd >= 0 { _ = fsync(fd); close(fd) }
+    }
+
+    static func errnoText(_ e: Int32) -> String { String(cString: strerror(e)) }
+
+    static func octal(_ mode: mode_t) -> String {
+        let s = String(mode, radix: 8)
+        return String(repeating: "0", count: max(0, 4 - s.count)) + s
+    }
+}

@@ -1,0 +1,99 @@
+import CardRules
+@_spi(Opening) import VaultCrypto
+
+/// Opens card envelopes v1: the only code that turns an envelope back into a card.
+///
+/// Opening checks, in order: the kid is in the ring (`KEY_MISMATCH`), the sealed data key opens
+/// (`ENVELOPE_KEY_CORRUPT`), every field authenticates under its own slot and envelope id
+/// (`ENVELOPE_FIELD_CORRUPT`), each plaintext has its slot's form (`ENVELOPE_FIELD_INVALID`), and
+/// the metadata re-derived from the opened PAN and expiry equals the envelope's `card`
+/// (`ENVELOPE_METADATA_MISMATCH`; the fingerprint too when a fingerprint key is given).
+public struct EnvelopeOpener: Sendable {
+    /// The secret keys.
+    public let ring: KeyRing
+    /// When set, the fingerprint is re-derived and checked as well.
+    public let fingerprintKey: FingerprintKey?
+    /// The card rules used to re-derive metadata.
+    public let validator: CardValidator
+
+    /// An opener over a key ring.
+    public init(ring: KeyRing, fingerprintKey: FingerprintKey? = nil, validator: CardValidator = CardValidator()) {
+        self.ring = ring
+        self.fingerprintKey = fingerprintKey
+        self.validator = validator
+    }
+
+    /// Opens and checks `envelope`.
+    /// - Throws: `ENVELOPE_UNSUPPORTED_VERSION`, `KEY_MISMATCH`, `ENVELOPE_KEY_CORRUPT`,
+    ///   `ENVELOPE_FIELD_CORRUPT`, `ENVELOPE_FIELD_INVALID`, `ENVELOPE_METADATA_MISMATCH`.
+    public func open(_ envelope: CardEnvelope) throws(VaultError) -> OpenedCard {
+        guard envelope.version == 1 else {
+            throw VaultError(.envelopeUnsupportedVersion, "envelope version \(envelope.version) is not supported")
+        }
+        let key = try ring.key(for: envelope.kid)
+        guard let boxed = Base64Decoding.bytes(envelope.sealedKey),
+              let dataKey = boxed.withUnsafeBytes({ key.openSealedBox($0) }), dataKey.count == 32
+        else {
+            throw VaultError(.envelopeKeyCorrupt, "the envelope's data key does not open with key \(envelope.kid)", field: "key")
+        }
+        func field(_ slot: CardEnvelope.Field) throws(VaultError) -> SecureBytes? {
+            guard let text = envelope.fields[slot] else { return nil }
+            let ad = CardEnvelope.associatedData(kid: envelope.kid, id: envelope.id, field: slot)
+            guard let sealed = Base64Decoding.bytes(text),
+                  let plain = sealed.withUnsafeBytes({ s in ad.withUnsafeBytes { FieldCipher.open(s, key: dataKey, ad: $0) } })
+            else {
+                throw VaultError(
+                    .envelopeFieldCorrupt,
+                    "field \(slot.rawValue) fails authentication: altered, or moved from another slot or envelope",
+                    field: "fields.\(slot.rawValue)")
+            }
+            return plain
+        }
+        guard let pan = try field(.pan), let exp = try field(.exp) else {
+            throw VaultError(.envelopeMalformed, "an envelope needs pan and exp")
+        }
+        let cvc = try field(.cvc)
+        let name = try field(.name)
+
+        guard pan.count >= 1, pan.count <= 19, pan.withUnsafeBytes({ $0.allSatisfy { $0 >= 48 && $0 <= 57 } }) else {
+            throw VaultError(.envelopeFieldInvalid, "the opened pan is not 1 to 19 ASCII digits", field: "fields.pan")
+        }
+        if let cvc, cvc.count > 4 || cvc.count < 3 || !cvc.withUnsafeBytes({ $0.allSatisfy { $0 >= 48 && $0 <= 57 } }) {
+            throw VaultError(.envelopeFieldInvalid, "the opened cvc is not 3 or 4 ASCII digits", field: "fields.cvc")
+        }
+        let expText = exp.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        guard expText.utf8.count == 7, let expiry = try? CardExpiry.parse(expText) else {
+            throw VaultError(.envelopeFieldInvalid, "the opened exp is not MM/YYYY", field: "fields.exp")
+        }
+        let card: CardData
+        do {
+            card = try CardData(number: pan, expiry: expiry, cvc: cvc, name: name)
+        } catch {
+            throw VaultError(.envelopeFieldInvalid, "the opened pan is not a card number", field: "fields.pan")
+        }
+        let info = card.number.withUnsafeBytes { validator.validate(digits: $0) }
+        let fingerprint = fingerprintKey.map { k in card.number.withUnsafeBytes { k.fingerprint(ofDigits: $0) } }
+        var derived = CardMetadata(info: info, expiry: expiry, fingerprint: envelope.card.fingerprint)
+        if let fingerprint { derived.fingerprint = fingerprint }
+        guard info.valid, derived == envelope.card else {
+            throw VaultError(
+                .envelopeMetadataMismatch,
+                "the envelope's card metadata does not match the opened card (\(mismatch(derived, envelope.card)))",
+                field: "card")
+        }
+        return OpenedCard(card: card, metadata: envelope.card, envelopeID: envelope.id, kid: envelope.kid)
+    }
+
+    /// Names the metadata keys that differ (never their values, which could be PAN digits).
+    private func mismatch(_ a: CardMetadata, _ b: CardMetadata) -> String {
+        var names: [String] = []
+        if a.brand != b.brand { names.append("brand") }
+        if a.bin != b.bin { names.append("bin") }
+        if a.last4 != b.last4 { names.append("last4") }
+        if a.length != b.length { names.append("length") }
+        if a.expMonth != b.expMonth { names.append("exp_month") }
+        if a.expYear != b.expYear { names.append("exp_year") }
+        if a.fingerprint != b.fingerprint { names.append("fingerprint") }
+        return names.isEmpty ? "card number not valid" : names.joined(separator: ", ")
+    }
+}

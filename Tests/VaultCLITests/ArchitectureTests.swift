@@ -1,0 +1,60 @@
+import Foundation
+import Testing
+
+/// The trust boundary, checked on the source tree: only VaultCrypto touches C, only VaultOpen
+/// asks for the opening SPI, and the modules meant for the sidecar and callers do not depend on
+/// the opening module.
+@Suite struct ArchitectureTests {
+    func swiftFiles(under folder: String) -> [(String, String)] {
+        let root = repositoryRoot.appendingPathComponent(folder)
+        let e = FileManager.default.enumerator(atPath: root.path)
+        var out: [(String, String)] = []
+        while let p = e?.nextObject() as? String {
+            guard p.hasSuffix(".swift") else { continue }
+            out.append((folder + "/" + p, (try? String(contentsOfFile: root.appendingPathComponent(p).path, encoding: .utf8)) ?? ""))
+        }
+        return out
+    }
+
+    @Test func onlyVaultCryptoImportsCSodium() {
+        let files = swiftFiles(under: "Sources")
+        #expect(files.count > 10)
+        for (path, text) in files where text.contains("import CSodium") {
+            #expect(path.hasPrefix("Sources/VaultCrypto/"), "\(path) imports CSodium")
+        }
+    }
+
+    @Test func onlyVaultOpenAsksForTheOpeningSPIAndOnlySecretKeyCallsSealOpen() {
+        for (path, text) in swiftFiles(under: "Sources") {
+            if text.contains("@_spi(Opening) import") {
+                #expect(path.hasPrefix("Sources/VaultOpen/"), "\(path) imports the opening SPI")
+            }
+            if text.contains("crypto_box_seal_open(") {
+                #expect(path == "Sources/VaultCrypto/SecretKey.swift", "\(path) calls crypto_box_seal_open")
+            }
+        }
+    }
+
+    @Test func clientModulesDoNotDependOnTheOpeningModule() throws {
+        let manifest = try String(contentsOf: repositoryRoot.appendingPathComponent("Package.swift"), encoding: .utf8)
+        for target in ["CardRules", "VaultCrypto", "VaultClient"] {
+            guard let start = manifest.range(of: ".target(name: \"\(target)\"") else {
+                Issue.record("no target \(target)")
+                continue
+            }
+            let line = manifest[start.lowerBound...].prefix { $0 != "\n" }
+            #expect(!line.contains("VaultOpen"), "\(target) depends on VaultOpen")
+        }
+        for (path, text) in swiftFiles(under: "Sources/VaultClient") + swiftFiles(under: "Sources/VaultCrypto") {
+            #expect(!text.contains("import VaultOpen"), "\(path)")
+        }
+    }
+
+    @Test func noSecretKeyIsCommitted() throws {
+        let keysDir = repositoryRoot.appendingPathComponent("Keys")
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: keysDir.path)) ?? [] {
+            let text = (try? String(contentsOfFile: keysDir.appendingPathComponent(name).path, encoding: .utf8)) ?? ""
+            #expect(text.range(of: "vault:sk:v1:[A-Za-z0-9+/]{43}=", options: .regularExpression) == nil, "\(name) holds a secret key")
+        }
+    }
+}

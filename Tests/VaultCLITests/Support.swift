@@ -1,0 +1,96 @@
+import Foundation
+
+/// The repository root (for Tests/Interop and Sources scans).
+let repositoryRoot: URL = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+/// The `vault` binary built beside this test bundle (`swift test` builds every product).
+let vaultBinary: String = {
+    if let path = ProcessInfo.processInfo.environment["VAULT_BINARY"] { return path }
+    let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+    var dir = URL(fileURLWithPath: exe).deletingLastPathComponent()
+    // On Linux the test bundle is an executable in the build directory; on macOS it is inside a bundle.
+    while !FileManager.default.isExecutableFile(atPath: dir.appendingPathComponent("vault").path), dir.path != "/" {
+        dir = dir.deletingLastPathComponent()
+    }
+    return dir.appendingPathComponent("vault").path
+}()
+
+struct RunResult {
+    var status: Int32
+    var stdout: Data
+    var stderr: String
+    var out: String { String(decoding: stdout, as: UTF8.self) }
+}
+
+/// Runs a program with `input` on stdin and returns status, stdout and stderr.
+@discardableResult
+func run(_ executable: String, _ arguments: [String], input: Data = Data(), environment: [String: String]? = nil) throws -> RunResult {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    if let environment { process.environment = environment }
+    let stdin = Pipe(), stdout = Pipe(), stderr = Pipe()
+    process.standardInput = stdin
+    process.standardOutput = stdout
+    process.standardError = stderr
+    try process.run()
+    // Feed stdin and drain both outputs concurrently so large inputs cannot deadlock.
+    let group = DispatchGroup()
+    nonisolated(unsafe) var out = Data(), err = Data()
+    group.enter()
+    DispatchQueue.global().async { out = stdout.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+    group.enter()
+    DispatchQueue.global().async { err = stderr.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+    try? stdin.fileHandleForWriting.write(contentsOf: input)
+    try? stdin.fileHandleForWriting.close()
+    group.wait()
+    process.waitUntilExit()
+    return RunResult(status: process.terminationStatus, stdout: out, stderr: String(decoding: err, as: UTF8.self))
+}
+
+func vault(_ arguments: String..., input: String = "") throws -> RunResult {
+    try run(vaultBinary, arguments, input: Data(input.utf8))
+}
+
+func vault(_ arguments: [String], input: Data) throws -> RunResult {
+    try run(vaultBinary, arguments, input: input)
+}
+
+let python = "/usr/bin/env"
+
+/// Runs Tests/Interop/interop.py with PyNaCl.
+func interop(_ arguments: String..., input: String = "") throws -> RunResult {
+    try run(python, ["python3", repositoryRoot.appendingPathComponent("Tests/Interop/interop.py").path] + arguments, input: Data(input.utf8))
+}
+
+/// A temporary keys directory with one key pair and a fingerprint key.
+struct TestKeys {
+    let dir: String
+    let kid: String
+    var pub: String { "\(dir)/\(kid).pub" }
+    var key: String { "\(dir)/\(kid).key" }
+
+    init() throws {
+        dir = NSTemporaryDirectory() + "vault-cli-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let r = try vault("keygen", "--out", dir)
+        guard r.status == 0 else { throw TestFailure("keygen failed: \(r.stderr)") }
+        kid = r.out.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard try vault("keygen", "--fingerprint", "--out", dir).status == 0 else { throw TestFailure("fingerprint keygen failed") }
+    }
+
+    func remove() { try? FileManager.default.removeItem(atPath: dir) }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ d: String) { description = d }
+}
+
+/// The public test numbers used here; no output or error text may contain them.
+let testPANs = ["4242424242424242", "5555555555554444", "378282246310005", "4000056655665556", "6011111111111117"]
+
+func containsPAN(_ text: String) -> Bool {
+    let squeezed = text.replacingOccurrences(of: " ", with: "").replacingOccurrences(of: "-", with: "")
+    return testPANs.contains { text.contains($0) || squeezed.contains($0) }
+}
