@@ -67,7 +67,7 @@ public struct JSONReader {
     /// Reads a string value as a Swift `String` (for non-secret data only).
     public mutating func readString(maxBytes: Int = 4096) throws(VaultError) -> String {
         var out: [UInt8] = []
-        try readStringBytes(maxBytes: maxBytes) { out.append($0) }
+        try readStringBytes(maxBytes: maxBytes, tooLong: errorCode) { out.append($0) }
         guard let s = String(validating: out, as: UTF8.self) else { throw fail("a string is not valid UTF-8") }
         return s
     }
@@ -77,7 +77,7 @@ public struct JSONReader {
     public mutating func readSecureString(maxBytes: Int) throws(VaultError) -> SecureBytes {
         try SecureBytes(capacity: maxBytes) { (out) throws(VaultError) -> Int in
             var n = 0
-            try readStringBytes(maxBytes: maxBytes) { out[n] = $0; n += 1 }
+            try readStringBytes(maxBytes: maxBytes, tooLong: .inputTooLarge) { out[n] = $0; n += 1 }
             guard Self.isValidUTF8(UnsafeRawBufferPointer(rebasing: out[..<n])) else {
                 throw fail("a string is not valid UTF-8")
             }
@@ -137,7 +137,7 @@ public struct JSONReader {
         switch peek() {
         case UInt8(ascii: "{"): try readObject { (r, _) throws(VaultError) in try r.skipValue() }
         case UInt8(ascii: "["): try readArray { (r) throws(VaultError) in try r.skipValue() }
-        case UInt8(ascii: "\""): try readStringBytes(maxBytes: Int.max) { _ in }
+        case UInt8(ascii: "\""): try readStringBytes(maxBytes: Int.max, tooLong: errorCode) { _ in }
         case UInt8(ascii: "t"), UInt8(ascii: "f"): _ = try readBool()
         case UInt8(ascii: "n"): guard readNullIfPresent() else { throw fail("expected null at byte \(index)") }
         default: try skipNumber()
@@ -155,13 +155,13 @@ public struct JSONReader {
 
     // MARK: - Internals
 
-    private mutating func readStringBytes(maxBytes: Int, _ emit: (UInt8) -> Void) throws(VaultError) {
+    private mutating func readStringBytes(maxBytes: Int, tooLong: VaultError.Code, _ emit: (UInt8) -> Void) throws(VaultError) {
         skipSpace()
         try expect(UInt8(ascii: "\""), "a string")
         var count = 0
         func put(_ b: UInt8) throws(VaultError) {
             count += 1
-            guard count <= maxBytes else { throw VaultError(.inputTooLarge, "a string is longer than \(maxBytes) bytes") }
+            guard count <= maxBytes else { throw VaultError(tooLong, "a string is longer than \(maxBytes) bytes") }
             emit(b)
         }
         while true {

@@ -2,7 +2,7 @@ import CardRules
 import Testing
 @_spi(Opening) import VaultCrypto
 import VaultClient
-import VaultOpen
+@_spi(Opening) import VaultOpen
 
 @Suite struct CardNumberInputTests {
     @Test func eventsAsDigitsAreTyped() throws {

@@ -103,8 +103,8 @@ import VaultCrypto
 
     @Test func readsCardJSONIntoSecureBytes() throws {
         func parse(_ s: String) throws(VaultError) -> CardData {
-            var s = s
-            return try s.withUTF8 { (b) throws(VaultError) in try CardData.parseJSON(UnsafeRawBufferPointer(b)) }
+            let bytes = Array(s.utf8)
+            return try bytes.withUnsafeBytes { b in Result { () throws(VaultError) in try CardData.parseJSON(b) } }.get()
         }
         let c = try parse(#"{"number":"4242-4242-4242-4242","exp_month":"07","exp_year":31,"cvc":"123","name":"Zoë \"Z\" \u00e9"}"#)
         #expect(c.number.withUnsafeBytes { Array($0) } == Array("4242424242424242".utf8))
@@ -127,8 +127,8 @@ import VaultCrypto
             #expect(!(e?.message.contains("4242424242424242") ?? false))
         }
         // Invalid UTF-8 inside a name is refused.
-        var bytes = Array(#"{"number":"4242424242424242","exp_month":12,"exp_year":2030,"name":"a"#.utf8) + [0xC3, 0x28] + Array("\"}".utf8)
-        let e = #expect(throws: VaultError.self) { _ = try bytes.withUnsafeMutableBytes { (b) throws(VaultError) in try CardData.parseJSON(UnsafeRawBufferPointer(b)) } }
+        let bytes = Array(#"{"number":"4242424242424242","exp_month":12,"exp_year":2030,"name":"a"#.utf8) + [0xC3, 0x28] + Array("\"}".utf8)
+        let e = #expect(throws: VaultError.self) { _ = try bytes.withUnsafeBytes { b in Result { () throws(VaultError) in try CardData.parseJSON(b) } }.get() }
         #expect(e?.code == .cardMalformed)
     }
 }

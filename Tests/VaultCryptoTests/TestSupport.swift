@@ -1,4 +1,5 @@
 import CardRules
+import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -12,9 +13,7 @@ func makeTemporaryDirectory() -> String {
 }
 
 func removeTree(_ path: String) {
-    _ = path.withCString { p in
-        nftw(p, { p, _, _, _ in remove(p!) }, 16, FTW_DEPTH | FTW_PHYS)
-    }
+    try? FileManager.default.removeItem(atPath: path)
 }
 
 func fileMode(_ path: String) -> mode_t {
