@@ -7,7 +7,7 @@ let package = Package(
     name: "VaultBenchmarks",
     platforms: [.macOS(.v14)],
     dependencies: [
-        .package(path: ".."),
+        .package(name: "vault", path: ".."),
     ],
     targets: [
         // Plain C loops over libsodium: the baseline every ratio is measured against.

@@ -1,10 +1,18 @@
-/// A card brand, by its stable lowercase code.
+/// A card brand (scheme), by its stable lowercase code.
+///
+/// Any code can be made with `init(rawValue:)` (custom tables may add brands); the constants
+/// below are the brands of `BrandTable.standard`. Encodes as its bare code (`"visa"`).
 public struct CardBrand: RawRepresentable, Hashable, Sendable, Comparable, CustomStringConvertible, Codable {
     /// The stable lowercase code (`visa`, `mastercard`, …).
     public let rawValue: String
+
     /// A brand from its code.
     public init(rawValue: String) { self.rawValue = rawValue }
+
+    /// The code.
     public var description: String { rawValue }
+
+    /// Orders brands by code (for stable sorted output, e.g. of a set of accepted brands).
     public static func < (lhs: CardBrand, rhs: CardBrand) -> Bool { lhs.rawValue < rhs.rawValue }
 
     /// Visa.
@@ -13,28 +21,29 @@ public struct CardBrand: RawRepresentable, Hashable, Sendable, Comparable, Custo
     public static let mastercard = CardBrand(rawValue: "mastercard")
     /// American Express.
     public static let amex = CardBrand(rawValue: "amex")
-    /// Discover.
+    /// Discover (Discover Global Network).
     public static let discover = CardBrand(rawValue: "discover")
-    /// Diners Club.
+    /// Diners Club International.
     public static let diners = CardBrand(rawValue: "diners")
     /// JCB.
     public static let jcb = CardBrand(rawValue: "jcb")
-    /// Maestro.
+    /// Maestro (Mastercard's debit brand).
     public static let maestro = CardBrand(rawValue: "maestro")
-    /// RuPay.
+    /// RuPay (India).
     public static let rupay = CardBrand(rawValue: "rupay")
-    /// UnionPay.
+    /// UnionPay (China).
     public static let unionpay = CardBrand(rawValue: "unionpay")
-    /// Mir.
+    /// Mir (Russia).
     public static let mir = CardBrand(rawValue: "mir")
-    /// Elo.
+    /// Elo (Brazil).
     public static let elo = CardBrand(rawValue: "elo")
-    /// Hipercard.
+    /// Hipercard (Brazil).
     public static let hipercard = CardBrand(rawValue: "hipercard")
-    /// Verve.
+    /// Verve (Nigeria).
     public static let verve = CardBrand(rawValue: "verve")
 
-    /// Every brand of the standard table, in table order.
+    /// Every brand of the standard table, in table order (which is also the order of
+    /// `BrandTable.standard.candidates(for: "")`). Maestro, the broad fallback, comes last.
     public static let all: [CardBrand] = [
         .visa, .mastercard, .amex, .discover, .diners, .jcb, .unionpay, .rupay, .mir, .elo, .hipercard, .verve, .maestro,
     ]

@@ -1,24 +1,34 @@
-/// What the rules say about a card number: safe metadata only (BIN ≤ 8 digits, last 4).
+/// What the rules say about a card number: safe metadata only.
+///
+/// It never holds more of the number than PCI DSS allows to be shown: the BIN (first 6 digits, or
+/// first 8 of a number of 16 or more) and the last 4, and only once the number is long enough
+/// (12 digits) for the two not to overlap. `binInfo` comes from the first 6 (or 8) digits only.
 public struct CardNumberInfo: Sendable, Equatable, Codable {
-    /// The brand, once the prefix decides it.
+    /// The brand of the most specific prefix range the number contains; nil while none matches.
     public var brand: CardBrand?
-    /// Brands the number could belong to (for a complete number, those its prefix matches).
+    /// Brands the number (or, when partial, some completion of it) could belong to, most
+    /// specific first (`BrandTable.candidates(for:)`); empty for a number with non-digits.
     public var candidates: [CardBrand]
-    /// Number of digits.
+    /// Number of digits (bytes, when some are not digits).
     public var length: Int
-    /// Whether the digits pass the Luhn check.
+    /// Whether the digits pass the Luhn check (whatever the brand's rule).
     public var luhn: Bool
-    /// Complete and valid: known brand, accepted, a length of the brand, Luhn where the brand needs it.
+    /// Complete and valid: a known, accepted brand, one of its lengths, and the Luhn check where
+    /// the brand has it. Also for partial validation, where it says the number as it stands is complete.
     public var valid: Bool
-    /// First 8 digits of a number of 16 or more digits, first 6 of a shorter one of 12 or more; else nil.
+    /// The BIN: the first 8 digits of a number of 16 or more digits, the first 6 of one of 12 to
+    /// 15; nil for shorter numbers, partial or not (a partial number's final length is unknown,
+    /// so nothing is shown before it has 12 digits).
     public var bin: String?
-    /// Last 4 digits of a number of 12 or more digits; else nil (it would overlap the BIN).
+    /// The last 4 digits of a number of 12 or more; else nil (they would overlap the BIN).
     public var last4: String?
     /// CVC length of the brand.
     public var cvcLength: Int?
-    /// Issuer information from a BIN table, when one is configured and lists the number.
+    /// Issuer information from the validator's BIN table, when it has one and lists the number;
+    /// looked up from the first 6 digits (first 8 once the number has 16), once 6 are there.
     public var binInfo: BINInfo?
-    /// Why it is not valid (empty when valid; with `partial`, only what typing cannot fix).
+    /// Why it is not valid, most fundamental first; empty when valid. With partial validation,
+    /// only what no further typing can fix.
     public var errors: [CardRulesError.Code]
 
     /// Metadata from its parts.
@@ -38,6 +48,15 @@ public struct CardNumberInfo: Sendable, Equatable, Codable {
         self.errors = errors
     }
 
-    /// The BIN length shown for a number of `length` digits (PCI DSS: 8 for 16+ digits, else 6).
+    /// Nothing known: no brand, no digits, not valid, no errors. A base for reporting a number
+    /// that could not be read (set `errors`).
+    public static let empty = CardNumberInfo(
+        brand: nil, candidates: [], length: 0, luhn: false, valid: false, bin: nil, last4: nil,
+        cvcLength: nil, binInfo: nil, errors: [])
+
+    /// Shortest number that gets a BIN and last 4 (and shortest any standard brand issues).
+    public static let minimumDisplayLength = 12
+
+    /// The BIN length shown for a number of `length` digits: 8 from 16 digits, else 6.
     public static func binLength(forLength length: Int) -> Int { length >= 16 ? 8 : 6 }
 }

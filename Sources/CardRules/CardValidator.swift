@@ -1,5 +1,8 @@
 /// Checks card numbers and CVCs against a brand table, an optional BIN table and an optional set
-/// of accepted brands. Pure: it stores nothing and makes no `String` of more than BIN and last 4.
+/// of accepted brands.
+///
+/// Pure and stateless. It reads the caller's digit bytes in place and makes no `String` of them
+/// beyond the BIN and last 4 that `CardNumberInfo` documents.
 public struct CardValidator: Sendable {
     /// The brand rules.
     public let table: BrandTable
@@ -15,80 +18,98 @@ public struct CardValidator: Sendable {
         self.acceptedBrands = acceptedBrands
     }
 
-    /// Shortest card number any brand issues.
-    public static let minimumLength = 12
+    /// Shortest number that gets a BIN and last 4; shorter numbers of an unknown brand are
+    /// reported `CARD_NUMBER_TOO_SHORT` rather than `UNKNOWN_CARD_BRAND`.
+    public static let minimumLength = CardNumberInfo.minimumDisplayLength
 
-    /// Validates normalized ASCII digits.
+    /// Whether `brand` is in the accepted set (always, without one).
+    public func accepts(_ brand: CardBrand) -> Bool { acceptedBrands?.contains(brand) ?? true }
+
+    /// Validates normalized ASCII digits (`PANNormalizer.normalize`'s output).
     ///
-    /// With `partial`, the number is still being typed: `errors` lists only what no further digit
-    /// can fix (no brand can match, no accepted brand can match, too long, a non-digit), and
-    /// `valid` still says whether it is complete and valid as it stands.
+    /// Complete (`partial: false`): `errors` holds, most fundamental first, `CARD_NUMBER_EMPTY`,
+    /// `NON_DIGIT_CHARACTERS`, `CARD_NUMBER_TOO_LONG`, or `UNKNOWN_CARD_BRAND` (or
+    /// `CARD_NUMBER_TOO_SHORT` for a short number no range matches yet) alone; else any of
+    /// `BRAND_NOT_ACCEPTED`, then `CARD_NUMBER_TOO_SHORT`/`INVALID_CARD_LENGTH` for a length the
+    /// brand does not issue, or `LUHN_CHECK_FAILED` for a number of a right length.
+    ///
+    /// Partial (`partial: true`, a prefix being typed): `errors` holds only what no further typing
+    /// can fix — a non-digit; more than 19 digits; no brand possible (`UNKNOWN_CARD_BRAND`); every
+    /// possible brand unaccepted (`BRAND_NOT_ACCEPTED`); more digits than any possible accepted
+    /// brand has (`INVALID_CARD_LENGTH`); and, once the number has as many digits as any possible
+    /// accepted brand allows, every error of the complete check. `valid` still means "complete
+    /// and valid as it stands".
     public func validate(digits: some Collection<UInt8>, partial: Bool = false) -> CardNumberInfo {
         let length = digits.count
-        let allDigits = digits.allSatisfy { $0 >= 48 && $0 <= 57 }
-        let brand = allDigits ? table.brand(of: digits) : nil
-        let candidates = allDigits ? table.candidates(for: digits) : []
-        let spec = brand.flatMap { table.spec(for: $0) }
-        let luhn = allDigits && Luhn.isValid(digits)
-
-        var complete: [CardRulesError.Code] = []
-        if !allDigits {
-            complete.append(.nonDigit)
-        } else if length == 0 {
-            complete.append(.empty)
-        } else if length > PANNormalizer.maxDigits {
-            complete.append(.tooLong)
-        } else if brand == nil {
-            complete.append(length < Self.minimumLength ? .tooShort : .unknownBrand)
-        } else if let spec {
-            if let accepted = acceptedBrands, !accepted.contains(spec.brand) {
-                complete.append(.brandNotAccepted)
-            } else if !spec.lengths.contains(length) {
-                complete.append(length < Self.minimumLength ? .tooShort : .invalidLength)
-            } else if spec.luhn && !luhn {
-                complete.append(.luhnFailed)
-            }
+        guard Digits.allDigits(digits) else {
+            var info = CardNumberInfo.empty
+            info.length = length
+            info.errors = [.nonDigit]
+            return info
         }
-
-        var errors = complete
-        if partial {
-            errors = []
-            if !allDigits {
-                errors.append(.nonDigit)
-            } else if length > PANNormalizer.maxDigits {
-                errors.append(.tooLong)
-            } else if candidates.isEmpty {
-                errors.append(.unknownBrand)
-            } else if let accepted = acceptedBrands, candidates.allSatisfy({ !accepted.contains($0) }) {
-                errors.append(.brandNotAccepted)
-            } else {
-                let longest = candidates.compactMap { table.spec(for: $0)?.lengths.last }.max() ?? PANNormalizer.maxDigits
-                if length > longest { errors.append(.invalidLength) }
-            }
-        }
+        let rule = table.match(digits)
+        let spec = rule.map { table.specs[$0.spec] }
+        let details = length <= PANNormalizer.maxDigits ? table.candidateDetails(digits) : []
+        let luhn = Luhn.isValid(digits)
+        let complete = completeErrors(length: length, rule: rule, spec: spec, candidates: details, luhn: luhn)
+        let errors = partial ? partialErrors(length: length, candidates: details, complete: complete) : complete
 
         var bin: String?, last4: String?, binInfo: BINInfo?
-        if allDigits, length >= Self.minimumLength {
+        if length >= Self.minimumLength && length <= PANNormalizer.maxDigits {
             bin = Self.ascii(digits.prefix(CardNumberInfo.binLength(forLength: length)))
             last4 = Self.ascii(digits.suffix(4))
         }
-        if allDigits, length >= 8 || (length >= 6 && !partial), let binTable {
-            binInfo = binTable.lookup(digits)
+        if let binTable, length >= 6 && length <= PANNormalizer.maxDigits {
+            // Only the BIN is looked up, so a BIN table with longer ranges cannot reveal more.
+            binInfo = binTable.lookup(digits.prefix(CardNumberInfo.binLength(forLength: length)))
         }
         return CardNumberInfo(
-            brand: brand, candidates: candidates, length: length, luhn: luhn, valid: complete.isEmpty,
-            bin: bin, last4: last4, cvcLength: spec?.cvcLength, binInfo: binInfo, errors: errors)
+            brand: spec?.brand, candidates: details.map { table.specs[$0.spec].brand }, length: length, luhn: luhn,
+            valid: complete.isEmpty, bin: bin, last4: last4, cvcLength: spec?.cvcLength, binInfo: binInfo, errors: errors)
     }
 
-    /// Checks a CVC: digits only, the brand's length (3 or 4 when the brand is unknown).
-    /// Returns nil when it is fine.
+    /// Checks a CVC: ASCII digits only, as many as the brand's CVC (3 or 4 when the brand is nil
+    /// or not in the table). Returns nil when it is fine, else `CVC_MALFORMED` (a non-digit) or
+    /// `INVALID_CVC_LENGTH` (including no digits).
     public func validateCVC(_ digits: some Collection<UInt8>, brand: CardBrand?) -> CardRulesError.Code? {
-        guard !digits.isEmpty, digits.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return .cvcMalformed }
+        guard Digits.allDigits(digits) else { return .cvcMalformed }
+        let count = digits.count
         if let brand, let spec = table.spec(for: brand) {
-            return digits.count == spec.cvcLength ? nil : .cvcLength
+            return count == spec.cvcLength ? nil : .cvcLength
         }
-        return digits.count == 3 || digits.count == 4 ? nil : .cvcLength
+        return count == 3 || count == 4 ? nil : .cvcLength
     }
 
+    private func completeErrors(
+        length: Int, rule: BrandTable.Rule?, spec: BrandSpec?, candidates: [BrandTable.Candidate], luhn: Bool
+    ) -> [CardRulesError.Code] {
+        if length == 0 { return [.empty] }
+        if length > PANNormalizer.maxDigits { return [.tooLong] }
+        guard let rule, let spec else {
+            return [candidates.isEmpty || length >= Self.minimumLength ? .unknownBrand : .tooShort]
+        }
+        var errors: [CardRulesError.Code] = []
+        if !accepts(spec.brand) { errors.append(.brandNotAccepted) }
+        let lengths = spec.lengths(in: rule.range)
+        if !lengths.contains(length) {
+            errors.append(length < lengths[0] ? .tooShort : .invalidLength)
+        } else if spec.luhn && !luhn {
+            errors.append(.luhnFailed)
+        }
+        return errors
+    }
+
+    private func partialErrors(length: Int, candidates: [BrandTable.Candidate], complete: [CardRulesError.Code]) -> [CardRulesError.Code] {
+        if length > PANNormalizer.maxDigits { return [.tooLong] }
+        if length == 0 { return [] }
+        if candidates.isEmpty { return [.unknownBrand] }
+        let open = candidates.filter { accepts(table.specs[$0.spec].brand) }
+        if open.isEmpty { return [.brandNotAccepted] }
+        let room = open.map(\.maxLength).max() ?? PANNormalizer.maxDigits
+        if length > room { return [.invalidLength] }
+        return length == room ? complete : []
+    }
+
+    /// Safe digits (a BIN or last 4) as text.
     private static func ascii(_ bytes: some Collection<UInt8>) -> String { String(decoding: bytes, as: UTF8.self) }
 }

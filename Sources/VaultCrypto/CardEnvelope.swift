@@ -122,14 +122,19 @@ extension CardEnvelope {
             publicKey.sealBox(dataKey, into: &box)
             var fields: [Field: String] = [:]
             fields.reserveCapacity(4)
+            // Associated data `vault:v1:<kid>:<id>:<field>`: the shared head is built once.
+            var ad = Array("vault:v1:\(publicKey.kid.rawValue):\(id):".utf8)
+            let headCount = ad.count
+            ad.reserveCapacity(headCount + 8)
             for (i, (slot, value)) in slots.enumerated() {
                 let nonceStart = 16 + keyBytes + nonceBytes * i
                 let nonce = UnsafeRawBufferPointer(rebasing: random[nonceStart..<(nonceStart + nonceBytes)])
-                let ad = associatedData(kid: publicKey.kid, id: id, field: slot)
+                ad.removeSubrange(headCount...)
+                ad.append(contentsOf: slot.rawValue.utf8)
                 if slot == .exp {
-                    var exp = Array(card.expiry.text.utf8)
-                    fields[slot] = exp.withUnsafeBytes { encrypt($0, key: dataKey, nonce: nonce, ad: ad) }
-                    exp.withUnsafeMutableBytes { wipe($0) }
+                    var exp = card.expiry.asciiBytes
+                    fields[slot] = withUnsafeBytes(of: &exp) { encrypt($0, key: dataKey, nonce: nonce, ad: ad) }
+                    withUnsafeMutableBytes(of: &exp) { wipe($0) }
                 } else if let value {
                     fields[slot] = value.withUnsafeBytes { encrypt($0, key: dataKey, nonce: nonce, ad: ad) }
                 }
@@ -167,5 +172,13 @@ extension CardEnvelope {
         case .nonDigit: "the card number has characters other than digits, spaces and dashes"
         default: "the card number is not valid"
         }
+    }
+}
+
+extension CardExpiry {
+    /// `MM/YYYY` as seven ASCII bytes, without a `String`.
+    var asciiBytes: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) {
+        func d(_ v: Int) -> UInt8 { UInt8(48 + v % 10) }
+        return (d(month / 10), d(month), UInt8(ascii: "/"), d(year / 1000), d(year / 100), d(year / 10), d(year))
     }
 }

@@ -252,10 +252,11 @@ public struct JSONReader {
         while let c = peek(), c == 32 || c == 9 || c == 10 || c == 13 { index += 1 }
     }
 
-    /// A key for an error message: ASCII letters, digits, `_` and `.` only, cut at 32.
+    /// A key for an error message: ASCII letters, `_` and `.` only (never digits, so no card
+    /// number sent as a key can be echoed), cut at 32.
     public static func printable(_ key: String) -> String {
         String(String.UnicodeScalarView(key.unicodeScalars.prefix(32).filter {
-            $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "_" || $0 == ".")
+            $0.isASCII && ($0.properties.isAlphabetic || $0 == "_" || $0 == ".")
         }))
     }
 

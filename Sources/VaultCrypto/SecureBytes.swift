@@ -2,13 +2,13 @@ internal import CSodium
 
 /// The one home of sensitive bytes: PANs, CVCs, names, secret keys, data keys.
 ///
-/// Backed by `sodium_malloc` (guard pages, `mlock`ed, excluded from core dumps where the kernel
-/// supports `MADV_DONTDUMP`), wiped by `sodium_free` when released. It is not `Codable`, prints as
+/// Backed by locked memory excluded from core dumps (`sodium_malloc`, directly for large buffers,
+/// through slabs for small ones: see `SecurePool`), wiped with `sodium_memzero` when released. It is not `Codable`, prints as
 /// `<redacted>`, compares in constant time, and its bytes are reachable only inside a closure.
 /// Its contents are fixed once the initialiser returns, which is what makes it `Sendable`.
 public final class SecureBytes: @unchecked Sendable {
-    private let pointer: UnsafeMutableRawPointer
-    private let capacity: Int
+    private let allocation: SecurePool.Allocation
+    private var pointer: UnsafeMutableRawPointer { allocation.pointer }
     /// Number of bytes held.
     public let count: Int
 
@@ -16,22 +16,18 @@ public final class SecureBytes: @unchecked Sendable {
     ///
     /// The unused tail is wiped. If `fill` throws, everything is wiped and the error rethrown.
     public init<E: Error>(capacity: Int, fill: (UnsafeMutableRawBufferPointer) throws(E) -> Int) throws(E) {
-        Sodium.ensureInitialised()
-        let size = max(capacity, 1)
-        guard let p = sodium_malloc(size) else { fatalError("sodium_malloc failed: out of locked memory") }
-        sodium_memzero(p, size)
-        let buffer = UnsafeMutableRawBufferPointer(start: p, count: capacity)
+        let a = SecurePool.allocate(capacity)
+        let buffer = UnsafeMutableRawBufferPointer(start: a.pointer, count: capacity)
         let used: Int
         do throws(E) {
             used = try fill(buffer)
         } catch {
-            sodium_free(p)
+            SecurePool.release(a)
             throw error
         }
         precondition(used >= 0 && used <= capacity, "SecureBytes fill reported a bad length")
-        if used < capacity { sodium_memzero(p + used, capacity - used) }
-        self.pointer = p
-        self.capacity = size
+        if used < capacity { sodium_memzero(a.pointer + used, capacity - used) }
+        self.allocation = a
         self.count = used
     }
 
@@ -54,15 +50,16 @@ public final class SecureBytes: @unchecked Sendable {
 
     /// `count` bytes from libsodium's CSPRNG.
     public static func random(count: Int) -> SecureBytes {
-        SecureBytes(capacity: count) { out in
+        Sodium.ensureInitialised()
+        return SecureBytes(capacity: count) { out in
             if count > 0 { randombytes_buf(out.baseAddress!, count) }
             return count
         }
     }
 
     deinit {
-        // sodium_free wipes the region (sodium_memzero) before unmapping it.
-        sodium_free(pointer)
+        // Wiped (sodium_memzero) before the memory is reused or unmapped.
+        SecurePool.release(allocation)
     }
 
     /// Calls `body` with the bytes. Do not let the pointer escape, and do not copy the bytes into a `String`.

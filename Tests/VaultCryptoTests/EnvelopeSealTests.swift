@@ -113,6 +113,9 @@ import VaultCrypto
         let cases: [(String, String, String?)] = [
             (#"{"number":"4242424242424242","exp_month":12}"#, "CARD_FIELD_MISSING", "card.exp_year"),
             (#"{"number":"4242424242424242","exp_month":12,"exp_year":2030,"pin":"1"}"#, "CARD_FIELD_UNKNOWN", "card.pin"),
+            // A card number sent as a key is never echoed back in the error.
+            (#"{"4242424242424242":"x"}"#, "CARD_FIELD_UNKNOWN", nil),
+            (#"{"number":"1","number":"4242424242424242"}"#, "CARD_MALFORMED", nil),
             (#"{"number":4242424242424242,"exp_month":12,"exp_year":2030}"#, "CARD_MALFORMED", "card.number"),
             (#"{"number":"4242424242424242","exp_month":13,"exp_year":2030}"#, "INVALID_EXPIRY_MONTH", "card.exp_month"),
             (#"{"number":"4242\u0000424242424242","exp_month":12,"exp_year":2030}"#, "NON_DIGIT_CHARACTERS", "card.number"),
@@ -125,6 +128,7 @@ import VaultCrypto
             #expect(e?.code.rawValue == code, "\(json.prefix(70))")
             if let field { #expect(e?.field == field, "\(json.prefix(70))") }
             #expect(!(e?.message.contains("4242424242424242") ?? false))
+            #expect(!(e?.field?.contains("4242") ?? false))
         }
         // Invalid UTF-8 inside a name is refused.
         let bytes = Array(#"{"number":"4242424242424242","exp_month":12,"exp_year":2030,"name":"a"#.utf8) + [0xC3, 0x28] + Array("\"}".utf8)

@@ -50,3 +50,5 @@ uint64_t baseline_envelope(const unsigned char *pk, int fields, size_t field_len
     sodium_memzero(rnd, sizeof rnd);
     return baseline_now_ns() - t0;
 }
+
+const char *sodium_version_string_shim(void) { return sodium_version_string(); }

@@ -5,7 +5,7 @@ import CBaseline
 import CardRules
 import Foundation
 @_spi(Opening) import VaultCrypto
-import VaultOpen
+@_spi(Opening) import VaultOpen
 
 let args = CommandLine.arguments
 func option(_ name: String) -> String? {
@@ -39,7 +39,7 @@ func timed(_ n: Int, _ body: () -> Void) -> UInt64 {
 }
 
 var report: [String] = []
-func line(_ s: String) { print(s); report.append(s) }
+@MainActor func line(_ s: String) { print(s); report.append(s) }
 func fmt(_ x: Double, _ digits: Int = 0) -> String { String(format: "%.\(digits)f", x) }
 
 let secretBytes = SecureBytes.random(count: 32)
@@ -54,7 +54,11 @@ let card = try CardData(
     cvc: SecureBytes(Array("123".utf8)), name: nil)
 let metadata = try CardEnvelope.validate(card, fingerprintKey: fingerprintKey)
 
-line("# vault benchmarks — \(ProcessInfo.processInfo.processorCount) cores, \(rounds) interleaved rounds × \(iterations) ops, median rate")
+let cpu = ((try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? "")
+    .split(separator: "\n").first { $0.hasPrefix("model name") }?.split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "unknown CPU"
+line("# vault benchmarks")
+line("")
+line("Regenerate with `Benchmarks/run` (release build). Machine: \(ProcessInfo.processInfo.processorCount) cores, \(cpu), libsodium \(String(cString: sodium_version_string_shim())). Each row: \(rounds) interleaved rounds of \(iterations) operations, median rate; baselines are plain C loops over the same libsodium in the same run.")
 line("")
 line("| operation | ops/s | baseline (C) ops/s | ratio |")
 line("|---|---:|---:|---:|")
@@ -86,6 +90,19 @@ do {
     line("| envelope seal + JSON text | \(fmt(r["envelope+json"]!)) | \(fmt(r["c-seal"]!)) (crypto_box_seal) | \(fmt(r["envelope+json"]! / r["c-seal"]!, 3)) |")
 }
 
+// Building blocks, for reading the rows above.
+do {
+    let v = CardValidator()
+    let r = compare([
+        ("securebytes", { n in timed(n) { _ = SecureBytes(capacity: 16) { _ in 16 } } }),
+        ("validate", { n in card.number.withUnsafeBytes { d in timed(n) { _ = v.validate(digits: d) } } }),
+        ("fingerprint", { n in card.number.withUnsafeBytes { d in timed(n) { _ = fingerprintKey.fingerprint(ofDigits: d) } } }),
+    ], iterations: iterations * 10)
+    line("| (building block) SecureBytes alloc + wipe + free | \(fmt(r["securebytes"]!)) | | |")
+    line("| (building block) card-number validation | \(fmt(r["validate"]!)) | | |")
+    line("| (building block) fingerprint (keyed BLAKE2b) | \(fmt(r["fingerprint"]!)) | | |")
+}
+
 // 3. Opening (gateway zone).
 do {
     let sealed = pan.withUnsafeBytes { pk.seal($0) }
@@ -101,22 +118,24 @@ do {
 }
 
 // 4. `vault seal --lines` against the C line sealer, whole processes over the same input.
+/// Runs a program with stdin/stdout redirected to files (posix_spawn, so the timing is the
+/// process's own, not a Foundation run loop's); returns seconds.
 func runProcess(_ path: String, _ arguments: [String], stdin: URL?, stdout: URL?) throws -> Double {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: path)
-    p.arguments = arguments
-    if let stdin { p.standardInput = try FileHandle(forReadingFrom: stdin) }
-    if let stdout {
-        FileManager.default.createFile(atPath: stdout.path, contents: nil)
-        p.standardOutput = try FileHandle(forWritingTo: stdout)
-    } else {
-        p.standardOutput = FileHandle.nullDevice
-    }
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 0, stdin?.path ?? "/dev/null", O_RDONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 1, stdout?.path ?? "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    var pid: pid_t = 0
     let t0 = now()
-    try p.run()
-    p.waitUntilExit()
-    guard p.terminationStatus == 0 else { throw NSError(domain: "bench", code: Int(p.terminationStatus)) }
-    return Double(now() - t0) / 1e9
+    guard posix_spawn(&pid, path, &actions, nil, argv, environ) == 0 else { throw NSError(domain: "bench", code: 1) }
+    var status: Int32 = 0
+    waitpid(pid, &status, 0)
+    let seconds = Double(now() - t0) / 1e9
+    guard status == 0 else { throw NSError(domain: "bench", code: Int(status)) }
+    return seconds
 }
 
 if let vault = option("--vault"), let cLines = option("--c-lines") {

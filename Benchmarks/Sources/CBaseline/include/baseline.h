@@ -10,6 +10,8 @@ uint64_t baseline_seal_open(const unsigned char *pk, const unsigned char *sk, si
 /// What an envelope costs in C: one seal of a 32-byte key plus `fields` XChaCha20-Poly1305
 /// encryptions of `field_len` bytes, with one randombytes call; returns nanoseconds.
 uint64_t baseline_envelope(const unsigned char *pk, int fields, size_t field_len, int iterations);
+/// libsodium's version string.
+const char *sodium_version_string_shim(void);
 /// Monotonic nanoseconds.
 uint64_t baseline_now_ns(void);
 #endif
