@@ -79,13 +79,6 @@ struct Validate: ParsableCommand {
     }
 }
 
-extension CardNumberInfo {
-    /// Metadata of nothing: used when the input cannot even be normalised.
-    static var empty: CardNumberInfo {
-        CardNumberInfo(brand: nil, candidates: [], length: 0, luhn: false, valid: false, bin: nil, last4: nil, cvcLength: nil, binInfo: nil, errors: [])
-    }
-}
-
 /// Reads a small non-secret text file (BIN tables).
 func readTextFile(_ path: String) throws(VaultError) -> String {
     #if canImport(Glibc)
