@@ -1,0 +1,129 @@
+import Foundation
+import GRDB
+import VaultCrypto
+
+/// The embedded token store: one SQLite file in WAL mode with `synchronous = FULL`, so a token is
+/// acknowledged only after its commit is on disk.
+///
+/// Schema (migration `v1`): one row per token with the envelope JSON (without its CVC field),
+/// the sealed CVC field apart, metadata columns for lookups, and millisecond timestamps.
+public final class SQLiteTokenStore: TokenStore {
+    private let pool: DatabasePool
+
+    /// Opens (creating and migrating if needed) the store at `path`.
+    /// - Throws: `STORE_UNAVAILABLE`.
+    public init(path: String) throws(TokenStoreError) {
+        var config = Configuration()
+        config.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+        }
+        do {
+            pool = try DatabasePool(path: path, configuration: config)
+            try Self.migrator.migrate(pool)
+        } catch {
+            throw TokenStoreError(.unavailable, "cannot open the SQLite store at \(path): \(Self.describe(error))")
+        }
+    }
+
+    static var migrator: DatabaseMigrator {
+        var m = DatabaseMigrator()
+        m.registerMigration("v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE tokens (
+                    token TEXT PRIMARY KEY NOT NULL,
+                    envelope TEXT NOT NULL,
+                    cvc TEXT,
+                    brand TEXT NOT NULL,
+                    bin TEXT NOT NULL,
+                    last4 TEXT NOT NULL,
+                    fingerprint TEXT,
+                    created_at INTEGER NOT NULL,
+                    expires_at INTEGER NOT NULL,
+                    cvc_expires_at INTEGER,
+                    single_use INTEGER NOT NULL
+                );
+                CREATE INDEX tokens_expires_at ON tokens(expires_at);
+                CREATE INDEX tokens_cvc_expires_at ON tokens(cvc_expires_at) WHERE cvc IS NOT NULL;
+                CREATE INDEX tokens_fingerprint ON tokens(fingerprint);
+                """)
+        }
+        return m
+    }
+
+    public func insert(_ record: TokenRecord) async throws(TokenStoreError) {
+        let row = StoredToken(record)
+        try await write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO tokens (token, envelope, cvc, brand, bin, last4, fingerprint, created_at, expires_at, cvc_expires_at, single_use)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [row.token, row.envelope, row.cvc, row.brand, row.bin, row.last4, row.fingerprint,
+                            row.createdAt, row.expiresAt, row.cvcExpiresAt, row.singleUse])
+        }
+    }
+
+    public func get(_ token: String, now: Date) async throws(TokenStoreError) -> TokenRecord? {
+        let row: StoredToken?
+        do {
+            row = try await pool.read { db in
+                try Row.fetchOne(
+                    db, sql: "SELECT token, envelope, cvc, created_at, expires_at, cvc_expires_at, single_use FROM tokens WHERE token = ? AND expires_at > ?",
+                    arguments: [token, StoredToken.millis(now)]
+                ).map(StoredToken.init(row:))
+            }
+        } catch {
+            throw TokenStoreError(.unavailable, "token lookup failed: \(Self.describe(error))")
+        }
+        return try row?.record(now: now)
+    }
+
+    public func delete(_ token: String) async throws(TokenStoreError) -> Bool {
+        try await write { db in
+            try db.execute(sql: "DELETE FROM tokens WHERE token = ?", arguments: [token])
+            return db.changesCount > 0
+        }
+    }
+
+    public func dropCVC(_ token: String) async throws(TokenStoreError) -> Bool {
+        try await write { db in
+            try db.execute(sql: "UPDATE tokens SET cvc = NULL, cvc_expires_at = NULL WHERE token = ? AND cvc IS NOT NULL", arguments: [token])
+            return db.changesCount > 0
+        }
+    }
+
+    public func purgeExpired(now: Date) async throws(TokenStoreError) -> PurgeResult {
+        let t = StoredToken.millis(now)
+        return try await write { db in
+            try db.execute(sql: "DELETE FROM tokens WHERE expires_at <= ?", arguments: [t])
+            let deleted = db.changesCount
+            try db.execute(sql: "UPDATE tokens SET cvc = NULL, cvc_expires_at = NULL WHERE cvc IS NOT NULL AND cvc_expires_at <= ?", arguments: [t])
+            return PurgeResult(tokensDeleted: deleted, cvcsDropped: db.changesCount)
+        }
+    }
+
+    public func count() async throws(TokenStoreError) -> Int {
+        do {
+            return try await pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM tokens") ?? 0 }
+        } catch {
+            throw TokenStoreError(.unavailable, "count failed: \(Self.describe(error))")
+        }
+    }
+
+    /// Runs a write transaction; maps constraint violations to `TOKEN_EXISTS`.
+    private func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(TokenStoreError) -> T {
+        do {
+            return try await pool.write(body)
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+            throw TokenStoreError(.tokenExists, "a token with that id exists")
+        } catch {
+            throw TokenStoreError(.unavailable, "write failed: \(Self.describe(error))")
+        }
+    }
+
+    /// The SQLite result code only: statement text and arguments stay out of messages.
+    static func describe(_ error: any Error) -> String {
+        if let e = error as? DatabaseError { return "SQLite error \(e.resultCode.rawValue) (\(e.resultCode))" }
+        return String(describing: type(of: error))
+    }
+}

@@ -1,0 +1,50 @@
+import Foundation
+import VaultCrypto
+
+/// What the vault keeps for a token: the sealed card and its metadata, never plaintext.
+///
+/// The CVC's sealed field is kept apart (`cvcField`) so it can be dropped on its own, by its own
+/// shorter TTL or after the first authorization attempt, without touching the rest.
+public struct TokenRecord: Sendable, Equatable {
+    /// `tok_` + 26 base32 characters (128 random bits).
+    public var token: String
+    /// The envelope without its CVC field.
+    public var envelope: CardEnvelope
+    /// The sealed CVC field (`fields.cvc` of the envelope), until dropped.
+    public var cvcField: String?
+    /// When the token was made.
+    public var createdAt: Date
+    /// When the token stops resolving and is purged.
+    public var expiresAt: Date
+    /// When the CVC is dropped (nil when there is none).
+    public var cvcExpiresAt: Date?
+    /// A single-use token is consumed by a successful payment.
+    public var singleUse: Bool
+
+    /// A record.
+    public init(
+        token: String, envelope: CardEnvelope, cvcField: String?, createdAt: Date, expiresAt: Date,
+        cvcExpiresAt: Date?, singleUse: Bool
+    ) {
+        self.token = token
+        self.envelope = envelope
+        self.cvcField = cvcField
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+        self.cvcExpiresAt = cvcExpiresAt
+        self.singleUse = singleUse
+    }
+
+    /// The card metadata (safe to return).
+    public var card: CardMetadata { envelope.card }
+
+    /// The whole envelope, with the CVC field when it is still held (for the gateway).
+    public var fullEnvelope: CardEnvelope {
+        var e = envelope
+        if let cvcField { e.fields[.cvc] = cvcField }
+        return e
+    }
+
+    /// Whether the CVC is still held.
+    public var hasCVC: Bool { cvcField != nil }
+}
