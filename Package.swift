@@ -17,6 +17,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.0.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.25.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
     ],
     targets: [
         // libsodium through pkg-config; imported by VaultCrypto and nothing else.
@@ -31,10 +33,15 @@ let package = Package(
         .target(name: "VaultCrypto", dependencies: ["CSodium", "CardRules"]),
         // Opening sealed values and card envelopes: needs a secret key. Never linked by the sidecar.
         .target(name: "VaultOpen", dependencies: ["VaultCrypto", "CardRules"]),
-        // Tokens, the token store protocol and its backends (SQLite now; PostgreSQL next).
+        // Tokens, the token store protocol and its two backends (SQLite, PostgreSQL).
         .target(
             name: "Tokenizer",
-            dependencies: ["VaultCrypto", "CardRules", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: [
+                "VaultCrypto", "CardRules",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         // The library for non-PCI callers: validate, card input component, seal.
         .target(name: "VaultClient", dependencies: ["VaultCrypto", "CardRules"]),
@@ -51,7 +58,10 @@ let package = Package(
         .testTarget(name: "CardRulesTests", dependencies: ["CardRules"]),
         .testTarget(name: "VaultCryptoTests", dependencies: ["VaultCrypto", "CardRules"]),
         .testTarget(name: "VaultOpenTests", dependencies: ["VaultOpen", "VaultCrypto", "CardRules"]),
-        .testTarget(name: "TokenizerTests", dependencies: ["Tokenizer", "VaultCrypto", "CardRules"]),
+        .testTarget(
+            name: "TokenizerTests",
+            dependencies: ["Tokenizer", "VaultCrypto", "CardRules", .product(name: "PostgresNIO", package: "postgres-nio")]
+        ),
         .testTarget(name: "VaultClientTests", dependencies: ["VaultClient", "VaultCrypto", "VaultOpen", "CardRules"]),
         // End to end: runs the real `vault` binary and PyNaCl (Tests/Interop).
         .testTarget(name: "VaultCLITests", dependencies: ["VaultCrypto", "CardRules"], resources: []),

@@ -30,6 +30,20 @@ struct StoredToken: Sendable {
         singleUse = r.singleUse
     }
 
+    init(token: String, envelope: String, cvc: String?, createdAt: Int64, expiresAt: Int64, cvcExpiresAt: Int64?, singleUse: Bool) {
+        self.token = token
+        self.envelope = envelope
+        self.cvc = cvc
+        brand = ""
+        bin = ""
+        last4 = ""
+        fingerprint = nil
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+        self.cvcExpiresAt = cvcExpiresAt
+        self.singleUse = singleUse
+    }
+
     init(row: Row) {
         token = row["token"]
         envelope = row["envelope"]

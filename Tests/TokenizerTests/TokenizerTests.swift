@@ -7,11 +7,11 @@ import VaultCrypto
 @Suite struct TokenizerTests {
     final class Clock: @unchecked Sendable { var now = Date(timeIntervalSince1970: 1_800_000_000) }
 
-    func make() throws -> (Tokenizer, any TokenStore, Clock, () -> Void) {
-        let (store, _, _, cleanup) = try Backend.sqlite.make()
+    func make() async throws -> (Tokenizer, any TokenStore, Clock, @Sendable () -> Void) {
+        let h = try await Backend.sqlite.make()
         let clock = Clock()
-        let t = Tokenizer(store: store, primaryKey: publicKey, fingerprintKey: fingerprintKey, now: { clock.now })
-        return (t, store, clock, cleanup)
+        let t = Tokenizer(store: h.store, primaryKey: publicKey, fingerprintKey: fingerprintKey, now: { clock.now })
+        return (t, h.store, clock, { Task { await h.cleanup() } })
     }
 
     func card(_ number: String, cvc: String? = "123") throws -> CardData {
@@ -19,7 +19,7 @@ import VaultCrypto
     }
 
     @Test func tokensAreRandomAndCarryMetadataOnly() async throws {
-        let (tokenizer, _, clock, cleanup) = try make()
+        let (tokenizer, _, clock, cleanup) = try await make()
         defer { cleanup() }
         let a = try await tokenizer.tokenize(card("4242 4242 4242 4242"))
         let b = try await tokenizer.tokenize(card("4242424242424242"))
@@ -39,7 +39,7 @@ import VaultCrypto
     }
 
     @Test func invalidCardsStoreNothing() async throws {
-        let (tokenizer, store, _, cleanup) = try make()
+        let (tokenizer, store, _, cleanup) = try await make()
         defer { cleanup() }
         for (number, code) in [("4242424242424241", "LUHN_CHECK_FAILED"), ("9999999999999995", "UNKNOWN_CARD_BRAND")] {
             let e = await #expect(throws: VaultError.self) { _ = try await tokenizer.tokenize(card(number)) }
@@ -51,7 +51,7 @@ import VaultCrypto
     }
 
     @Test func envelopesFromCallersAreCheckedForKidAndMetadata() async throws {
-        let (tokenizer, store, _, cleanup) = try make()
+        let (tokenizer, store, _, cleanup) = try await make()
         defer { cleanup() }
         let ok = try await tokenizer.tokenize(envelope: try sampleEnvelope())
         #expect(ok.card.last4 == "4242")
@@ -77,7 +77,7 @@ import VaultCrypto
     }
 
     @Test func deleteRemovesTheEnvelope() async throws {
-        let (tokenizer, store, _, cleanup) = try make()
+        let (tokenizer, store, _, cleanup) = try await make()
         defer { cleanup() }
         let r = try await tokenizer.tokenize(card("5555555555554444"))
         try await tokenizer.delete(r.token)
