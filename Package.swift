@@ -19,6 +19,8 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.0.0"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.25.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.5.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
     ],
     targets: [
         // libsodium through pkg-config; imported by VaultCrypto and nothing else.
@@ -43,14 +45,26 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The sidecar: Hummingbird on a Unix socket. Never depends on VaultOpen.
+        .target(
+            name: "Sidecar",
+            dependencies: [
+                "Tokenizer", "VaultCrypto", "CardRules",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // The library for non-PCI callers: validate, card input component, seal.
         .target(name: "VaultClient", dependencies: ["VaultCrypto", "CardRules"]),
         // The `vault` subcommands (argument-parser); the executable only calls into this.
         .target(
             name: "VaultCLI",
             dependencies: [
-                "VaultCrypto", "VaultOpen", "VaultClient", "CardRules",
+                "VaultCrypto", "VaultOpen", "VaultClient", "CardRules", "Sidecar",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .executableTarget(name: "vault", dependencies: ["VaultCLI"]),
@@ -61,6 +75,13 @@ let package = Package(
         .testTarget(
             name: "TokenizerTests",
             dependencies: ["Tokenizer", "VaultCrypto", "CardRules", .product(name: "PostgresNIO", package: "postgres-nio")]
+        ),
+        .testTarget(
+            name: "SidecarTests",
+            dependencies: [
+                "Sidecar", "Tokenizer", "VaultCrypto", "CardRules",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ]
         ),
         .testTarget(name: "VaultClientTests", dependencies: ["VaultClient", "VaultCrypto", "VaultOpen", "CardRules"]),
         // End to end: runs the real `vault` binary and PyNaCl (Tests/Interop).

@@ -54,28 +54,9 @@ struct Validate: ParsableCommand {
                 }
             }
         }
-        try reportingErrors { () throws(VaultError) in try StandardIO.write(Self.json(info) + "\n") }
+        try reportingErrors { () throws(VaultError) in try StandardIO.write(info.json + "\n") }
         let ok = partial ? info.errors.isEmpty : info.valid
         if !ok { throw ExitCode(1) }
-    }
-
-    static func json(_ info: CardNumberInfo) -> String {
-        func str(_ s: String?) -> String {
-            guard let s else { return "null" }
-            return "\"" + s.unicodeScalars.map { $0 == "\"" || $0 == "\\" ? "\\\($0)" : ($0.value < 0x20 ? " " : String($0)) }.joined() + "\""
-        }
-        var out = "{\"brand\":\(str(info.brand?.rawValue))"
-        out += ",\"candidates\":[" + info.candidates.map { str($0.rawValue) }.joined(separator: ",") + "]"
-        out += ",\"length\":\(info.length),\"luhn\":\(info.luhn),\"valid\":\(info.valid)"
-        out += ",\"bin\":\(str(info.bin)),\"last4\":\(str(info.last4))"
-        out += ",\"cvc_length\":" + (info.cvcLength.map(String.init) ?? "null")
-        if let b = info.binInfo {
-            out += ",\"bin_info\":{\"range_start\":\(str(b.rangeStart)),\"range_end\":\(str(b.rangeEnd)),\"brand\":\(str(b.brand)),\"type\":\(str(b.type)),\"issuer\":\(str(b.issuer)),\"country\":\(str(b.country))}"
-        } else {
-            out += ",\"bin_info\":null"
-        }
-        out += ",\"errors\":[" + info.errors.map { str($0.rawValue) }.joined(separator: ",") + "]}"
-        return out
     }
 }
 

@@ -1,7 +1,7 @@
 import ArgumentParser
 
 /// `vault`: the sealed card vault's command line.
-public struct VaultCommand: ParsableCommand {
+public struct VaultCommand: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "vault",
         abstract: "Seal card data with a public key; open it only where the secret key lives.",
@@ -10,8 +10,24 @@ public struct VaultCommand: ParsableCommand {
             Exit codes: docs/cli.md.
             """,
         version: "0.1.0",
-        subcommands: [Keygen.self, Seal.self, Open.self, Validate.self, KeyInfo.self]
+        subcommands: [Keygen.self, Seal.self, Open.self, Validate.self, KeyInfo.self, Serve.self]
     )
 
     public init() {}
+
+    /// Parses the process's arguments and runs the chosen subcommand, sync or async; exits with
+    /// argument-parser's conventions (help, usage errors, `ExitCode`).
+    public static func runMain() async -> Never {
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+            exit()
+        } catch {
+            exit(withError: error)
+        }
+    }
 }

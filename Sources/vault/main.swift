@@ -5,4 +5,4 @@ import Glibc
 
 // Thin: every subcommand lives in VaultCLI. A closed pipe is an IO_ERROR, not a signal death.
 signal(SIGPIPE, SIG_IGN)
-VaultCommand.main()
+await VaultCommand.runMain()

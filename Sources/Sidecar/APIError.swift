@@ -1,0 +1,70 @@
+import Hummingbird
+import VaultCrypto
+
+/// An error answer of the HTTP API (DESIGN §5): status + `{"error":{"code","message","field"}}`.
+/// The message never contains card data; codes are the stable ones of docs/errors.md.
+public struct APIError: HTTPResponseError, Sendable {
+    public let status: HTTPResponse.Status
+    public let code: String
+    public let message: String
+    public let field: String?
+
+    /// An error answer.
+    public init(_ status: HTTPResponse.Status, _ code: String, _ message: String, field: String? = nil) {
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+    }
+
+    /// A vault error with the status its code calls for.
+    public init(_ error: VaultError) {
+        self.init(Self.status(for: error.code.rawValue), error.code.rawValue, error.message, field: error.field)
+    }
+
+    static func status(for code: String) -> HTTPResponse.Status {
+        switch code {
+        case "TOKEN_NOT_FOUND": .notFound
+        case "INPUT_TOO_LARGE": .contentTooLarge
+        case "STORE_UNAVAILABLE", "STORE_ROW_CORRUPT": .serviceUnavailable
+        case "TOKEN_EXISTS": .conflict
+        default: .unprocessableContent
+        }
+    }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        var body = "{\"error\":{\"code\":"
+        JSONOut.string(code, into: &body)
+        body += ",\"message\":"
+        JSONOut.string(message, into: &body)
+        if let field {
+            body += ",\"field\":"
+            JSONOut.string(field, into: &body)
+        }
+        body += "}}"
+        return JSONOut.response(status, body)
+    }
+}
+
+/// Writing JSON answers (metadata only).
+enum JSONOut {
+    static func string(_ s: String, into out: inout String) {
+        out += "\""
+        for u in s.unicodeScalars {
+            switch u {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case _ where u.value < 0x20: out += "\\u" + String(repeating: "0", count: 4 - String(u.value, radix: 16).count) + String(u.value, radix: 16)
+            default: out.unicodeScalars.append(u)
+            }
+        }
+        out += "\""
+    }
+
+    static func response(_ status: HTTPResponse.Status, _ body: String) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        headers[.cacheControl] = "no-store"
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: body)))
+    }
+}

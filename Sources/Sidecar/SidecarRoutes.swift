@@ -1,0 +1,161 @@
+import CardRules
+import Foundation
+import Hummingbird
+import Tokenizer
+import VaultCrypto
+
+/// The routes of DESIGN §5 that the sidecar serves today: tokens, validate, health.
+public struct SidecarRoutes: Sendable {
+    /// Largest request body accepted (a card or an envelope fits many times over).
+    public static let maxBodyBytes = 16 * 1024
+
+    let tokenizer: Tokenizer
+    let validator: CardValidator
+
+    /// Routes over a tokenizer.
+    public init(tokenizer: Tokenizer, validator: CardValidator = CardValidator()) {
+        self.tokenizer = tokenizer
+        self.validator = validator
+    }
+
+    /// Adds the routes to `router`.
+    public func register<Context: RequestContext>(on router: Router<Context>) {
+        router.get("/v1/health") { _, _ in JSONOut.response(.ok, "{\"status\":\"ok\"}") }
+        router.post("/v1/tokens") { request, _ in try await self.createToken(request) }
+        router.get("/v1/tokens/:token") { _, context in
+            let record = try await self.call { () throws(VaultError) in try await self.tokenizer.record(context.parameters.get("token") ?? "") }
+            return JSONOut.response(.ok, Self.tokenJSON(record))
+        }
+        router.delete("/v1/tokens/:token") { _, context in
+            try await self.call { () throws(VaultError) in try await self.tokenizer.delete(context.parameters.get("token") ?? "") }
+            return Response(status: .noContent)
+        }
+        router.post("/v1/validate") { request, _ in try await self.validate(request) }
+    }
+
+    func createToken(_ request: Request) async throws -> Response {
+        var body = try await Self.readJSONBody(request)
+        defer { Self.wipe(&body) }
+        enum Input { case card(CardData), envelope(CardEnvelope) }
+        let input: Input = try body.withUnsafeReadableBytes { raw in
+            try Self.parse(raw) { (r: inout JSONReader) throws(VaultError) -> Input in
+                var found: Input?
+                try r.readObject { (r, key) throws(VaultError) in
+                    if found != nil, key == "card" || key == "envelope" {
+                        throw VaultError(.requestAmbiguous, "give either card or envelope, not both", field: key)
+                    }
+                    switch key {
+                    case "card": found = .card(try CardData.parse(from: &r, fieldPrefix: "card."))
+                    case "envelope":
+                        do throws(VaultError) { found = .envelope(try CardEnvelope.parse(from: &r)) } catch {
+                            throw VaultError(error.code, error.message, field: error.field.map { "envelope." + $0 } ?? "envelope")
+                        }
+                    default:
+                        throw VaultError(.requestFieldUnknown, "a token request has no field \"\(JSONReader.printable(key))\"", field: JSONReader.printable(key))
+                    }
+                }
+                guard let found else { throw VaultError(.requestFieldMissing, "give card or envelope", field: "card") }
+                return found
+            }
+        }
+        let record = try await call { () throws(VaultError) in
+            switch input {
+            case .card(let card): try await tokenizer.tokenize(card)
+            case .envelope(let envelope): try await tokenizer.tokenize(envelope: envelope)
+            }
+        }
+        return JSONOut.response(.created, Self.tokenJSON(record))
+    }
+
+    func validate(_ request: Request) async throws -> Response {
+        var body = try await Self.readJSONBody(request)
+        defer { Self.wipe(&body) }
+        let info: CardNumberInfo = try body.withUnsafeReadableBytes { raw in
+            try Self.parse(raw) { (r: inout JSONReader) throws(VaultError) -> CardNumberInfo in
+                var number: SecureBytes?
+                var partial = false
+                try r.readObject { (r, key) throws(VaultError) in
+                    switch key {
+                    case "number": number = try r.readSecureString(maxBytes: 64)
+                    case "partial": partial = try r.readBool()
+                    default: throw VaultError(.requestFieldUnknown, "validate has no field \"\(JSONReader.printable(key))\"", field: JSONReader.printable(key))
+                    }
+                }
+                guard let number else { throw VaultError(.cardFieldMissing, "number is missing", field: "number") }
+                return number.withUnsafeBytes { raw in
+                    do {
+                        let digits = try SecureBytes(capacity: max(raw.count, 19)) { (out) throws(CardRulesError) -> Int in
+                            try PANNormalizer.normalize(raw, into: out)
+                        }
+                        return digits.withUnsafeBytes { validator.validate(digits: $0, partial: partial) }
+                    } catch {
+                        var failed = CardNumberInfo.empty
+                        failed.errors = [(error as? CardRulesError)?.code ?? .nonDigit]
+                        return failed
+                    }
+                }
+            }
+        }
+        return JSONOut.response(.ok, info.json)
+    }
+
+    // MARK: - Helpers
+
+    static func readJSONBody(_ request: Request) async throws -> ByteBuffer {
+        let type = request.headers[.contentType]?.lowercased() ?? ""
+        guard type.hasPrefix("application/json") else {
+            throw APIError(.unsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "send Content-Type: application/json")
+        }
+        do {
+            return try await request.body.collect(upTo: maxBodyBytes)
+        } catch {
+            throw APIError(.contentTooLarge, "BODY_TOO_LARGE", "a request body is at most \(maxBodyBytes) bytes")
+        }
+    }
+
+    static func parse<T>(_ raw: UnsafeRawBufferPointer, _ body: (inout JSONReader) throws(VaultError) -> T) throws(APIError) -> T {
+        do throws(VaultError) {
+            var reader = JSONReader(raw, errorCode: .requestMalformed, maxDepth: 8)
+            let value = try body(&reader)
+            try reader.finish()
+            return value
+        } catch {
+            let status: HTTPResponse.Status = error.code == .inputTooLarge ? .contentTooLarge : (error.code == .requestMalformed ? .badRequest : .unprocessableContent)
+            throw APIError(status, error.code.rawValue, error.message, field: error.field)
+        }
+    }
+
+    func call<T>(_ body: () async throws(VaultError) -> T) async throws(APIError) -> T {
+        do throws(VaultError) { return try await body() } catch { throw APIError(error) }
+    }
+
+    /// Best effort: zero the request body once parsed (NIO may hold other copies; see docs/threat-model.md).
+    static func wipe(_ buffer: inout ByteBuffer) {
+        buffer.withUnsafeMutableReadableBytes { raw in
+            if let base = raw.baseAddress { memset(base, 0, raw.count) }
+        }
+    }
+
+    static func tokenJSON(_ r: TokenRecord) -> String {
+        var out = "{\"token\":\"\(r.token)\",\"card\":" + r.card.json
+        out += ",\"expires_at\":\"\(iso(r.expiresAt))\""
+        out += ",\"cvc_expires_at\":" + (r.cvcExpiresAt.map { "\"\(iso($0))\"" } ?? "null")
+        out += ",\"has_cvc\":\(r.hasCVC),\"single_use\":\(r.singleUse)}"
+        return out
+    }
+
+    static func iso(_ d: Date) -> String {
+        d.formatted(.iso8601)
+    }
+}
+
+extension VaultError.Code {
+    /// The request body is not JSON of the expected shape.
+    public static let requestMalformed = VaultError.Code(rawValue: "REQUEST_MALFORMED")
+    /// A required request field is absent.
+    public static let requestFieldMissing = VaultError.Code(rawValue: "REQUEST_FIELD_MISSING")
+    /// Both of two exclusive fields were given.
+    public static let requestAmbiguous = VaultError.Code(rawValue: "REQUEST_AMBIGUOUS")
+    /// A request field that does not exist.
+    public static let requestFieldUnknown = VaultError.Code(rawValue: "REQUEST_FIELD_UNKNOWN")
+}

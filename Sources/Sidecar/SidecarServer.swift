@@ -1,0 +1,96 @@
+import CardRules
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+import PostgresNIO
+import ServiceLifecycle
+import Tokenizer
+import VaultCrypto
+
+/// `vault serve`: the tokenizing sidecar on a Unix socket. Holds public keys and the
+/// fingerprint key only; refuses to start when given a secret key.
+public struct SidecarServer: Sendable {
+    /// Settings, each with an embedded default.
+    public struct Configuration: Sendable {
+        public var socketPath = "vault.sock"
+        /// File mode of the socket (who may connect is also checked per connection, next issue).
+        public var socketMode: mode_t = 0o660
+        public var store = StoreLocation.sqlite(path: "vault.sqlite")
+        public var keysDirectory = "Keys"
+        public var policy = TokenPolicy()
+        public init() {}
+    }
+
+    public let configuration: Configuration
+    public let logger: Logger
+
+    public init(configuration: Configuration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    /// Loads keys, opens the store, binds the socket and serves until SIGTERM/SIGINT (graceful drain).
+    public func run() async throws {
+        let keys = try SidecarKeys.load(directory: configuration.keysDirectory, logger: logger)
+        var services: [any Service] = []
+        let store: any TokenStore
+        switch configuration.store {
+        case .sqlite(let path):
+            store = try SQLiteTokenStore(path: path)
+        case .postgres(let location):
+            let client = PostgresClient(configuration: location.configuration, backgroundLogger: logger)
+            let pgStore = PostgresTokenStore(client: client, logger: logger)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await client.run() }
+                try await pgStore.migrate()
+                group.cancelAll()
+            }
+            let serving = PostgresClient(configuration: location.configuration, backgroundLogger: logger)
+            services.append(serving)
+            store = PostgresTokenStore(client: serving, logger: logger)
+        }
+        let tokenizer = Tokenizer(
+            store: store, primaryKey: keys.primary, otherKeys: keys.all, fingerprintKey: keys.fingerprintKey, policy: configuration.policy)
+        let router = Router()
+        SidecarRoutes(tokenizer: tokenizer).register(on: router)
+        try Self.prepareSocketPath(configuration.socketPath)
+        let socketPath = configuration.socketPath, mode = configuration.socketMode, logger = self.logger
+        let app = Application(
+            router: router,
+            configuration: .init(address: .unixDomainSocket(path: socketPath), serverName: "vault"),
+            services: services,
+            onServerRunning: { _ in
+                chmod(socketPath, mode)
+                logger.notice("vault sidecar listening", metadata: [
+                    "socket": "\(socketPath)", "primary_kid": "\(keys.primary.kid)", "keys": "\(keys.all.count)",
+                ])
+            },
+            logger: logger)
+        try await app.runService()
+    }
+
+    /// Removes a stale socket file (nothing listening); refuses when a server is still there.
+    static func prepareSocketPath(_ path: String) throws {
+        var st = stat()
+        guard lstat(path, &st) == 0 else { return }
+        guard (st.st_mode & S_IFMT) == S_IFSOCK else {
+            throw VaultError(.socketPathInUse, "\(path) exists and is not a socket")
+        }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        _ = withUnsafeMutableBytes(of: &addr.sun_path) { buf in path.utf8CString.withUnsafeBytes { buf.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0.prefix(buf.count - 1))) } }
+        let connected = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        } == 0
+        if connected { throw VaultError(.socketPathInUse, "a server is already listening on \(path)") }
+        unlink(path)
+    }
+}
+
+extension VaultError.Code {
+    /// The socket path belongs to a running server or is not a socket.
+    public static let socketPathInUse = VaultError.Code(rawValue: "SOCKET_PATH_IN_USE")
+}

@@ -1,0 +1,100 @@
+import Foundation
+import Testing
+
+/// The real `vault serve` binary on a temporary Unix socket, driven with curl.
+@Suite(.serialized) struct ServeCLITests {
+    struct Sidecar {
+        let dir: String
+        var socket: String { dir + "/vault.sock" }
+        var keys: String { dir + "/sidecar-keys" }
+        var process: Process?
+        var stderr = Pipe()
+
+        init() throws {
+            dir = NSTemporaryDirectory() + "vault-serve-" + UUID().uuidString
+            try FileManager.default.createDirectory(atPath: dir + "/gateway-keys", withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(atPath: dir + "/sidecar-keys", withIntermediateDirectories: true)
+            let kid = try vault("keygen", "--out", dir + "/gateway-keys").out.trimmingCharacters(in: .whitespacesAndNewlines)
+            try FileManager.default.copyItem(atPath: "\(dir)/gateway-keys/\(kid).pub", toPath: "\(keys)/\(kid).pub")
+        }
+
+        mutating func start(keysDir: String? = nil) throws {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: vaultBinary)
+            p.arguments = ["serve", "--socket", socket, "--keys", keysDir ?? keys, "--store", "sqlite:\(dir)/tokens.sqlite"]
+            stderr = Pipe()
+            p.standardError = stderr
+            p.standardOutput = stderr
+            try p.run()
+            process = p
+            // Ready when /v1/health answers (a stale socket file from a killed server may be there first).
+            for _ in 0..<200 where p.isRunning {
+                if FileManager.default.fileExists(atPath: socket), (try? curl("GET", "/v1/health").0) == 200 { break }
+                usleep(50_000)
+            }
+        }
+
+        func curl(_ method: String, _ path: String, _ body: String? = nil) throws -> (Int, String) {
+            var args = ["-s", "-o", "-", "-w", "\n%{http_code}", "--unix-socket", socket, "-X", method]
+            if let body { args += ["-H", "Content-Type: application/json", "--data-binary", body] }
+            let r = try run("/usr/bin/env", ["curl"] + args + ["http://vault" + path])
+            let lines = r.out.split(separator: "\n", omittingEmptySubsequences: false)
+            return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
+        }
+
+        func logs() -> String { String(decoding: stderr.fileHandleForReading.availableData, as: UTF8.self) }
+        func remove() { try? FileManager.default.removeItem(atPath: dir) }
+    }
+
+    @Test func tokenizesOverTheSocketSurvivesKillAndStopsGracefully() throws {
+        var s = try Sidecar()
+        defer { s.process?.terminate(); s.remove() }
+        try s.start()
+        #expect(s.process?.isRunning == true)
+        #expect(FileManager.default.fileExists(atPath: s.keys + "/fingerprint.fk"))
+        #expect(try s.curl("GET", "/v1/health").0 == 200)
+        var tokens: [String] = []
+        for pan in ["4242424242424242", "5555555555554444", "378282246310005"] {
+            let cvc = pan.hasPrefix("37") ? "1234" : "123"
+            let (status, body) = try s.curl("POST", "/v1/tokens", #"{"card":{"number":"\#(pan)","exp_month":12,"exp_year":2030,"cvc":"\#(cvc)"}}"#)
+            #expect(status == 201, "\(body)")
+            #expect(!containsPAN(body))
+            let json = try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any]
+            tokens.append(json?["token"] as? String ?? "")
+        }
+        let (bad, badBody) = try s.curl("POST", "/v1/tokens", #"{"card":{"number":"4242424242424241","exp_month":12,"exp_year":2030}}"#)
+        #expect(bad == 422 && badBody.contains("LUHN_CHECK_FAILED"))
+
+        // kill -9, then a restart over the stale socket file: every acknowledged token resolves.
+        kill(s.process!.processIdentifier, SIGKILL)
+        s.process!.waitUntilExit()
+        #expect(FileManager.default.fileExists(atPath: s.socket))
+        let logsBefore = s.logs()
+        try s.start()
+        for t in tokens {
+            let (status, body) = try s.curl("GET", "/v1/tokens/\(t)")
+            #expect(status == 200, "\(t): \(body)")
+        }
+        s.process!.terminate()   // SIGTERM: graceful drain
+        s.process!.waitUntilExit()
+        #expect(s.process!.terminationStatus == 0)
+        let logs = logsBefore + s.logs()
+        #expect(logs.contains("created fingerprint key"))
+        #expect(!containsPAN(logs), "a PAN reached the sidecar's log")
+        // The SQLite files hold no PAN.
+        for f in ["tokens.sqlite", "tokens.sqlite-wal"] {
+            let data = FileManager.default.contents(atPath: "\(s.dir)/\(f)") ?? Data()
+            #expect(!containsPAN(String(decoding: data, as: UTF8.self)), "\(f) holds a PAN")
+        }
+    }
+
+    @Test func refusesToStartWithASecretKey() throws {
+        var s = try Sidecar()
+        defer { s.process?.terminate(); s.remove() }
+        try s.start(keysDir: s.dir + "/gateway-keys")
+        s.process!.waitUntilExit()
+        #expect(s.process!.terminationStatus != 0)
+        #expect(s.logs().contains("SECRET_KEY_REFUSED"))
+        #expect(!FileManager.default.fileExists(atPath: s.socket))
+    }
+}
