@@ -19,6 +19,8 @@ public struct SidecarServer: Sendable {
         public var store = StoreLocation.sqlite(path: "vault.sqlite")
         public var keysDirectory = "Keys"
         public var policy = TokenPolicy()
+        /// Who may connect and do what (default: this process's own uid, every role).
+        public var peers = PeerPolicy.ownerOnly
         public init() {}
     }
 
@@ -52,12 +54,14 @@ public struct SidecarServer: Sendable {
         }
         let tokenizer = Tokenizer(
             store: store, primaryKey: keys.primary, otherKeys: keys.all, fingerprintKey: keys.fingerprintKey, policy: configuration.policy)
-        let router = Router()
+        let router = Router(context: VaultRequestContext.self)
+        router.add(middleware: PeerAuthorizationMiddleware(policy: configuration.peers))
         SidecarRoutes(tokenizer: tokenizer).register(on: router)
         try Self.prepareSocketPath(configuration.socketPath)
         let socketPath = configuration.socketPath, mode = configuration.socketMode, logger = self.logger
         let app = Application(
             router: router,
+            server: .http1(additionalChannelHandlers: [PeerCredentialsHandler()]),
             configuration: .init(address: .unixDomainSocket(path: socketPath), serverName: "vault"),
             services: services,
             onServerRunning: { _ in

@@ -43,6 +43,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "CVC lifetime in seconds (≤ token lifetime).")
     var cvcTTL: Double = 300
 
+    @Option(help: "Allow a local user or group: uid:N=roles or gid:N=roles (roles: tokenize,pay,admin). Repeatable. Default: this process's uid, every role.")
+    var allow: [String] = []
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel = "info"
 
@@ -56,6 +59,7 @@ struct Serve: AsyncParsableCommand {
         config.keysDirectory = keys
         config.policy = TokenPolicy(tokenTTL: tokenTTL, cvcTTL: cvcTTL)
         do {
+            if !allow.isEmpty { config.peers = try PeerPolicy(parsing: allow) }
             config.store = try StoreLocation(store)
             try await SidecarServer(configuration: config, logger: logger).run()
         } catch let error as VaultError {

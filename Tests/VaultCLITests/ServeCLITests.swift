@@ -18,10 +18,10 @@ import Testing
             try FileManager.default.copyItem(atPath: "\(dir)/gateway-keys/\(kid).pub", toPath: "\(keys)/\(kid).pub")
         }
 
-        mutating func start(keysDir: String? = nil) throws {
+        mutating func start(keysDir: String? = nil, extra: [String] = []) throws {
             let p = Process()
             p.executableURL = URL(fileURLWithPath: vaultBinary)
-            p.arguments = ["serve", "--socket", socket, "--keys", keysDir ?? keys, "--store", "sqlite:\(dir)/tokens.sqlite"]
+            p.arguments = ["serve", "--socket", socket, "--keys", keysDir ?? keys, "--store", "sqlite:\(dir)/tokens.sqlite"] + extra
             stderr = Pipe()
             p.standardError = stderr
             p.standardOutput = stderr
@@ -34,10 +34,11 @@ import Testing
             }
         }
 
-        func curl(_ method: String, _ path: String, _ body: String? = nil) throws -> (Int, String) {
+        func curl(_ method: String, _ path: String, _ body: String? = nil, asUser user: String? = nil) throws -> (Int, String) {
             var args = ["-s", "-o", "-", "-w", "\n%{http_code}", "--unix-socket", socket, "-X", method]
             if let body { args += ["-H", "Content-Type: application/json", "--data-binary", body] }
-            let r = try run("/usr/bin/env", ["curl"] + args + ["http://vault" + path])
+            let prefix = user.map { ["runuser", "-u", $0, "--"] } ?? []
+            let r = try run("/usr/bin/env", prefix + ["curl"] + args + ["http://vault" + path])
             let lines = r.out.split(separator: "\n", omittingEmptySubsequences: false)
             return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
         }
@@ -96,5 +97,32 @@ import Testing
         #expect(s.process!.terminationStatus != 0)
         #expect(s.logs().contains("SECRET_KEY_REFUSED"))
         #expect(!FileManager.default.fileExists(atPath: s.socket))
+    }
+
+    /// A second real uid (nobody) reaches the socket (mode 0666) and is refused by the server,
+    /// not by the file mode; once allowed `tokenize`, it may tokenize but not delete.
+    @Test(.enabled(if: getuid() == 0, "needs root to run curl as another uid"))
+    func foreignUidsAreRefusedByPeerCredentials() throws {
+        var s = try Sidecar()
+        defer { s.process?.terminate(); s.remove() }
+        let card = #"{"card":{"number":"4242424242424242","exp_month":12,"exp_year":2030}}"#
+        try s.start(extra: ["--socket-mode", "666"])
+        let (refused, body) = try s.curl("POST", "/v1/tokens", card, asUser: "nobody")
+        #expect(refused == 403, "\(body)")
+        #expect(body.contains("PEER_NOT_ALLOWED"))
+        #expect(try s.curl("GET", "/v1/health", asUser: "nobody").0 == 403)
+        #expect(try s.curl("POST", "/v1/tokens", card).0 == 201)   // the owner is allowed
+        s.process!.terminate()
+        s.process!.waitUntilExit()
+
+        try s.start(extra: ["--socket-mode", "666", "--allow", "uid:0=admin", "--allow", "uid:65534=tokenize"])
+        let (created, createdBody) = try s.curl("POST", "/v1/tokens", card, asUser: "nobody")
+        #expect(created == 201, "\(createdBody)")
+        let token = (try JSONSerialization.jsonObject(with: Data(createdBody.utf8)) as? [String: Any])?["token"] as? String ?? ""
+        #expect(try s.curl("GET", "/v1/tokens/\(token)", asUser: "nobody").0 == 200)
+        let (deleteRefused, _) = try s.curl("DELETE", "/v1/tokens/\(token)", asUser: "nobody")
+        #expect(deleteRefused == 403)
+        #expect(try s.curl("GET", "/v1/tokens/\(token)").0 == 200)   // nothing happened
+        #expect(try s.curl("DELETE", "/v1/tokens/\(token)").0 == 204)
     }
 }

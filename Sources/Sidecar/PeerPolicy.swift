@@ -1,0 +1,91 @@
+import Foundation
+import Hummingbird
+import VaultCrypto
+
+/// Which local users may do what over the socket (checked on every request from `SO_PEERCRED`).
+///
+/// Roles: `tokenize` (POST /v1/tokens, POST /v1/validate, GET /v1/tokens/{t}), `pay` (payments,
+/// next issue; GET /v1/tokens/{t}), `admin` (everything, DELETE included). `GET /v1/health` needs
+/// only to be listed. A peer that is not listed, or asks for what its roles do not allow, gets
+/// `403 PEER_NOT_ALLOWED` and nothing happens.
+public struct PeerPolicy: Sendable, Equatable {
+    public enum Role: String, Sendable, CaseIterable { case tokenize, pay, admin }
+    public enum Subject: Sendable, Hashable { case uid(UInt32), gid(UInt32) }
+
+    public var entries: [Subject: Set<Role>]
+
+    public init(entries: [Subject: Set<Role>]) { self.entries = entries }
+
+    /// The default: the sidecar's own uid, with every role.
+    public static var ownerOnly: PeerPolicy { PeerPolicy(entries: [.uid(getuid()): Set(Role.allCases)]) }
+
+    /// Parses `--allow` values: `uid:1000=tokenize,pay`, `gid:50=tokenize`, `uid:0=admin`.
+    /// - Throws: `PEER_POLICY_INVALID`.
+    public init(parsing values: [String]) throws(VaultError) {
+        var entries: [Subject: Set<Role>] = [:]
+        for value in values {
+            let parts = value.split(separator: "=", maxSplits: 1)
+            let who = parts.first?.split(separator: ":") ?? []
+            guard parts.count == 2, who.count == 2, let id = UInt32(who[1]), who[0] == "uid" || who[0] == "gid" else {
+                throw VaultError(.peerPolicyInvalid, "--allow is uid:N=role[,role] or gid:N=role[,role] (roles: tokenize, pay, admin)")
+            }
+            var roles: Set<Role> = []
+            for r in parts[1].split(separator: ",") {
+                guard let role = Role(rawValue: String(r)) else {
+                    throw VaultError(.peerPolicyInvalid, "unknown role \(JSONReader.printable(String(r))) (roles: tokenize, pay, admin)")
+                }
+                roles.insert(role)
+            }
+            let subject: Subject = who[0] == "uid" ? .uid(id) : .gid(id)
+            entries[subject, default: []].formUnion(roles)
+        }
+        self.entries = entries
+    }
+
+    /// The roles of a peer (its uid's and its primary gid's).
+    public func roles(of peer: PeerCredentials) -> Set<Role> {
+        (entries[.uid(peer.uid)] ?? []).union(entries[.gid(peer.gid)] ?? [])
+    }
+
+    /// The role a request needs; nil means "any listed peer" (health).
+    static func requiredRoles(method: HTTPRequest.Method, path: String) -> Set<Role>? {
+        switch (method, path) {
+        case (.get, "/v1/health"): nil
+        case (.post, "/v1/tokens"), (.post, "/v1/validate"): [.tokenize, .admin]
+        case (.get, _) where path.hasPrefix("/v1/tokens/"): [.tokenize, .pay, .admin]
+        case (_, _) where path.hasPrefix("/v1/payments") || path.hasPrefix("/v1/customers"): [.pay, .admin]
+        default: [.admin]
+        }
+    }
+}
+
+/// Refuses requests whose peer is not allowed (403 `PEER_NOT_ALLOWED`), before any handler runs.
+public struct PeerAuthorizationMiddleware: RouterMiddleware {
+    public typealias Context = VaultRequestContext
+    let policy: PeerPolicy
+
+    public init(policy: PeerPolicy) { self.policy = policy }
+
+    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard let peer = context.peer else {
+            throw APIError(.forbidden, "PEER_NOT_ALLOWED", "the peer's credentials could not be read")
+        }
+        let roles = policy.roles(of: peer)
+        let allowed: Bool
+        if let needed = PeerPolicy.requiredRoles(method: request.method, path: request.uri.path) {
+            allowed = !roles.isDisjoint(with: needed)
+        } else {
+            allowed = !roles.isEmpty
+        }
+        guard allowed else {
+            context.logger.notice("peer refused", metadata: ["uid": "\(peer.uid)", "gid": "\(peer.gid)", "path": "\(request.uri.path)"])
+            throw APIError(.forbidden, "PEER_NOT_ALLOWED", "uid \(peer.uid) may not do this on this vault")
+        }
+        return try await next(request, context)
+    }
+}
+
+extension VaultError.Code {
+    /// An `--allow` value that cannot be parsed.
+    public static let peerPolicyInvalid = VaultError.Code(rawValue: "PEER_POLICY_INVALID")
+}
