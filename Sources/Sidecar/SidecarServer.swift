@@ -19,6 +19,8 @@ public struct SidecarServer: Sendable {
         public var store = StoreLocation.sqlite(path: "vault.sqlite")
         public var keysDirectory = "Keys"
         public var policy = TokenPolicy()
+        /// How often expired tokens and CVCs are purged.
+        public var sweepInterval: Duration = .seconds(30)
         /// Who may connect and do what (default: this process's own uid, every role).
         public var peers = PeerPolicy.ownerOnly
         public init() {}
@@ -52,6 +54,7 @@ public struct SidecarServer: Sendable {
             services.append(serving)
             store = PostgresTokenStore(client: serving, logger: logger)
         }
+        services.append(TokenSweeper(store: store, interval: configuration.sweepInterval, logger: logger))
         let tokenizer = Tokenizer(
             store: store, primaryKey: keys.primary, otherKeys: keys.all, fingerprintKey: keys.fingerprintKey, policy: configuration.policy)
         let router = Router(context: VaultRequestContext.self)

@@ -1,0 +1,42 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+import Tokenizer
+
+/// Purges expired tokens and drops CVCs past their TTL, every `interval`, until shutdown.
+/// Readers already never see expired tokens or CVCs; the sweeper makes the ciphertext go away.
+public struct TokenSweeper: Service {
+    let store: any TokenStore
+    let interval: Duration
+    let logger: Logger
+    let now: @Sendable () -> Date
+
+    public init(store: any TokenStore, interval: Duration = .seconds(30), logger: Logger, now: @escaping @Sendable () -> Date = Date.init) {
+        self.store = store
+        self.interval = interval
+        self.logger = logger
+        self.now = now
+    }
+
+    /// One pass.
+    @discardableResult
+    public func sweep() async -> PurgeResult? {
+        do {
+            let result = try await store.purgeExpired(now: now())
+            if result.tokensDeleted + result.cvcsDropped > 0 {
+                logger.info("purged", metadata: ["tokens": "\(result.tokensDeleted)", "cvcs": "\(result.cvcsDropped)"])
+            }
+            return result
+        } catch {
+            logger.warning("purge failed", metadata: ["error": "\(error.code)"])
+            return nil
+        }
+    }
+
+    public func run() async throws {
+        while !Task.isShuttingDownGracefully && !Task.isCancelled {
+            await sweep()
+            try? await Task.sleep(for: interval)
+        }
+    }
+}
