@@ -33,10 +33,13 @@ public struct TokenSweeper: Service {
         }
     }
 
+    /// Sweeps every `interval`; a graceful shutdown cancels the wait at once.
     public func run() async throws {
-        while !Task.isShuttingDownGracefully && !Task.isCancelled {
-            await sweep()
-            try? await Task.sleep(for: interval)
+        try? await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                await sweep()
+                try await Task.sleep(for: interval)
+            }
         }
     }
 }

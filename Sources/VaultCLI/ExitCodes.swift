@@ -13,6 +13,9 @@ import VaultCrypto
 /// | 5 | `SEALED_VALUE_MALFORMED`, `ENVELOPE_MALFORMED`, `ENVELOPE_UNSUPPORTED_VERSION`: not of the format |
 /// | 6 | invalid card input: card-rules codes, `CARD_*`, `INPUT_TOO_LARGE` |
 /// | 7 | `IO_ERROR`: reading input or writing output failed |
+/// | 8 | `SIDECAR_UNREACHABLE`, `STORE_UNAVAILABLE` |
+/// | 9 | `TOKEN_NOT_FOUND` |
+/// | 10 | `PEER_NOT_ALLOWED` |
 /// | 64 | usage error (argument-parser) |
 public enum VaultExitCode {
     /// The exit status for an error code.
@@ -26,6 +29,9 @@ public enum VaultExitCode {
         case VaultError.Code.sealedValueMalformed.rawValue, VaultError.Code.envelopeMalformed.rawValue,
              VaultError.Code.envelopeUnsupportedVersion.rawValue: 5
         case VaultError.Code.ioError.rawValue: 7
+        case "SIDECAR_UNREACHABLE", "STORE_UNAVAILABLE": 8
+        case "TOKEN_NOT_FOUND": 9
+        case "PEER_NOT_ALLOWED": 10
         default: 6
         }
     }

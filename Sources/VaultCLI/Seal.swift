@@ -46,11 +46,11 @@ struct Seal: ParsableCommand {
 
     func run() throws {
         var publicKey: PublicKey!
-        var cardContext: CardSealer?
+        var cardContext: CardLineSealer?
         try reportingErrors { () throws(VaultError) in
             publicKey = try KeyFiles.loadPublicKey(path: key)
             if card {
-                cardContext = CardSealer(
+                cardContext = CardLineSealer(
                     publicKey: publicKey,
                     fingerprintKey: try loadFingerprintKey(),
                     validator: CardValidator(acceptedBrands: try acceptedBrands(accept)))
@@ -99,7 +99,7 @@ struct Seal: ParsableCommand {
 }
 
 /// Seals card JSON lines into envelope JSON lines.
-struct CardSealer: Sendable {
+struct CardLineSealer: Sendable {
     let publicKey: PublicKey
     let fingerprintKey: FingerprintKey?
     let validator: CardValidator

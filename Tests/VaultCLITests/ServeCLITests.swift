@@ -125,4 +125,32 @@ import Testing
         #expect(try s.curl("GET", "/v1/tokens/\(token)").0 == 200)   // nothing happened
         #expect(try s.curl("DELETE", "/v1/tokens/\(token)").0 == 204)
     }
+
+    /// The CLI and the Swift client (SidecarClient) against the live sidecar.
+    @Test func tokenizeAndTokenCommandsUseTheSocket() throws {
+        var s = try Sidecar()
+        defer { s.process?.terminate(); s.remove() }
+        try s.start()
+        let card = #"{"number":"5555 5555 5555 4444","exp_month":3,"exp_year":2031,"cvc":"737"}"#
+        let raw = try vault("tokenize", "--socket", s.socket, input: card)
+        #expect(raw.status == 0, "\(raw.stderr)")
+        #expect(!containsPAN(raw.out))
+        let token = (try JSONSerialization.jsonObject(with: raw.stdout) as? [String: Any])?["token"] as? String ?? ""
+        #expect(token.hasPrefix("tok_"))
+        let pub = try FileManager.default.contentsOfDirectory(atPath: s.keys).first { $0.hasSuffix(".pub") }!
+        let sealedHere = try vault("tokenize", "--socket", s.socket, "--key", "\(s.keys)/\(pub)", input: card)
+        #expect(sealedHere.status == 0, "\(sealedHere.stderr)")
+        #expect(sealedHere.out.contains("\"brand\":\"mastercard\""))
+        let shown = try vault("token", "show", "--socket", s.socket, token)
+        #expect(shown.status == 0 && shown.out.contains("\"last4\":\"4444\""))
+        #expect(try vault("token", "delete", "--socket", s.socket, token).status == 0)
+        let gone = try vault("token", "show", "--socket", s.socket, token)
+        #expect(gone.status == 9)
+        #expect(gone.stderr.contains("TOKEN_NOT_FOUND"))
+        let bad = try vault("tokenize", "--socket", s.socket, input: #"{"number":"5555555555554445","exp_month":3,"exp_year":2031}"#)
+        #expect(bad.status == 6 && bad.stderr.contains("LUHN_CHECK_FAILED"))
+        #expect(!containsPAN(bad.stderr))
+        let down = try vault("token", "show", "--socket", s.dir + "/nothing.sock", token)
+        #expect(down.status == 8 && down.stderr.contains("SIDECAR_UNREACHABLE"))
+    }
 }

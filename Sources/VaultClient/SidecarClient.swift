@@ -1,0 +1,113 @@
+import CardRules
+import Foundation
+import VaultCrypto
+
+/// Talks to a running sidecar over its Unix socket (HTTP/1.1, one connection per call).
+///
+/// For non-PCI callers: seal locally with the public key (`CardSealer`) and send only the
+/// envelope (`tokenize(envelope:)`); or, for ops scripts, send a raw card JSON held in
+/// `SecureBytes` (`tokenize(cardJSON:)`) to be sealed at the sidecar's door. Calls block the
+/// calling thread; answers carry metadata only.
+public struct SidecarClient: Sendable {
+    /// The socket path.
+    public let socketPath: String
+
+    /// A client for the sidecar at `socketPath`.
+    public init(socketPath: String) { self.socketPath = socketPath }
+
+    /// An answer: status and JSON body (metadata only).
+    public struct Answer: Sendable {
+        public let status: Int
+        public let body: String
+        /// The body parsed as a JSON object.
+        public var json: [String: Any]? {
+            (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any]
+        }
+        /// The `{"error":{…}}` of a failed call, as a `VaultError`.
+        public var error: VaultError? {
+            guard status >= 400 else { return nil }
+            let e = json?["error"] as? [String: Any]
+            return VaultError(
+                VaultError.Code(rawValue: e?["code"] as? String ?? "HTTP_\(status)"),
+                e?["message"] as? String ?? "the sidecar answered \(status)", field: e?["field"] as? String)
+        }
+    }
+
+    /// Tokenizes an envelope sealed by this caller.
+    /// - Throws: the sidecar's error code, or `SIDECAR_UNREACHABLE`.
+    public func tokenize(envelope: CardEnvelope) throws(VaultError) -> Answer {
+        try checked(request("POST", "/v1/tokens", body: Array(("{\"envelope\":" + envelope.json + "}").utf8)))
+    }
+
+    /// Sends a raw card JSON object (`{"number",…}`, kept in `SecureBytes`) to be sealed at the door.
+    /// - Throws: the sidecar's error code, or `SIDECAR_UNREACHABLE`.
+    public func tokenize(cardJSON: SecureBytes) throws(VaultError) -> Answer {
+        let head = Array("{\"card\":".utf8)
+        let body = SecureBytes(capacity: head.count + cardJSON.count + 1) { out in
+            out.copyBytes(from: head)
+            cardJSON.withUnsafeBytes { c in
+                if !c.isEmpty { (out.baseAddress! + head.count).copyMemory(from: c.baseAddress!, byteCount: c.count) }
+            }
+            out[head.count + cardJSON.count] = UInt8(ascii: "}")
+            return head.count + cardJSON.count + 1
+        }
+        return try checked(body.withUnsafeBytes { b in Result { () throws(VaultError) in try request("POST", "/v1/tokens", body: b) } }.get())
+    }
+
+    /// A token's metadata.
+    public func token(_ token: String) throws(VaultError) -> Answer {
+        try checked(request("GET", "/v1/tokens/" + Self.pathSafe(token)))
+    }
+
+    /// Deletes a token.
+    public func delete(_ token: String) throws(VaultError) {
+        _ = try checked(request("DELETE", "/v1/tokens/" + Self.pathSafe(token)))
+    }
+
+    /// Validates a number held in `SecureBytes` (stores nothing).
+    public func validate(number: SecureBytes, partial: Bool = false) throws(VaultError) -> Answer {
+        let head = Array("{\"partial\":\(partial),\"number\":\"".utf8), tail = Array("\"}".utf8)
+        let body = SecureBytes(capacity: head.count + number.count + tail.count) { out in
+            out.copyBytes(from: head)
+            number.withUnsafeBytes { n in
+                for (i, b) in n.enumerated() { out[head.count + i] = (b == 34 || b == 92 || b < 32) ? 32 : b }
+            }
+            UnsafeMutableRawBufferPointer(rebasing: out[(head.count + number.count)...]).copyBytes(from: tail)
+            return out.count
+        }
+        return try checked(body.withUnsafeBytes { b in Result { () throws(VaultError) in try request("POST", "/v1/validate", body: b) } }.get())
+    }
+
+    /// Liveness.
+    public func health() throws(VaultError) -> Bool { try request("GET", "/v1/health").status == 200 }
+
+    private func checked(_ answer: Answer) throws(VaultError) -> Answer {
+        if let error = answer.error { throw error }
+        return answer
+    }
+
+    private static func pathSafe(_ s: String) -> String {
+        String(s.unicodeScalars.filter { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "_") }.map(Character.init))
+    }
+
+    private func request(_ method: String, _ path: String, body: [UInt8]) throws(VaultError) -> Answer {
+        try body.withUnsafeBytes { b in Result { () throws(VaultError) in try request(method, path, body: b) } }.get()
+    }
+
+    private func request(_ method: String, _ path: String, body: UnsafeRawBufferPointer? = nil) throws(VaultError) -> Answer {
+        let fd = try UnixSocket.connect(socketPath)
+        defer { close(fd) }
+        var head = "\(method) \(path) HTTP/1.1\r\nHost: vault\r\nConnection: close\r\n"
+        if let body { head += "Content-Type: application/json\r\nContent-Length: \(body.count)\r\n" }
+        head += "\r\n"
+        try UnixSocket.send(fd, Array(head.utf8))
+        if let body { try UnixSocket.send(fd, body) }
+        let raw = try UnixSocket.receiveAll(fd)
+        return try HTTPResponseParser.parse(raw)
+    }
+}
+
+extension VaultError.Code {
+    /// The sidecar's socket cannot be reached, or answered something that is not HTTP.
+    public static let sidecarUnreachable = VaultError.Code(rawValue: "SIDECAR_UNREACHABLE")
+}
