@@ -54,7 +54,8 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            resources: [.copy("Resources/openapi.json")]
         ),
         // The library for non-PCI callers: validate, card input component, seal.
         .target(name: "VaultClient", dependencies: ["VaultCrypto", "CardRules"]),

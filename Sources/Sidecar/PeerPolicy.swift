@@ -50,7 +50,7 @@ public struct PeerPolicy: Sendable, Equatable {
     /// The role a request needs; nil means "any listed peer" (health).
     static func requiredRoles(method: HTTPRequest.Method, path: String) -> Set<Role>? {
         switch (method, path) {
-        case (.get, "/v1/health"): nil
+        case (.get, "/v1/health"), (.get, "/openapi.json"): nil
         case (.post, "/v1/tokens"), (.post, "/v1/validate"): [.tokenize, .admin]
         case (.get, _) where path.hasPrefix("/v1/tokens/"): [.tokenize, .pay, .admin]
         case (_, _) where path.hasPrefix("/v1/payments") || path.hasPrefix("/v1/customers"): [.pay, .admin]

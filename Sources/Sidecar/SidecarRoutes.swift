@@ -18,9 +18,25 @@ public struct SidecarRoutes: Sendable {
         self.validator = validator
     }
 
+    /// Every route served, as `METHOD /path` in OpenAPI notation; a test checks it against
+    /// `openapi.json` and the router.
+    public static let documentedRoutes = [
+        "POST /v1/tokens", "GET /v1/tokens/{token}", "DELETE /v1/tokens/{token}", "POST /v1/validate",
+        "GET /v1/health", "GET /openapi.json",
+    ]
+
+    /// The OpenAPI 3.1 document (Sources/Sidecar/Resources/openapi.json).
+    public static let openAPIDocument: String = {
+        guard let url = Bundle.module.url(forResource: "openapi", withExtension: "json"),
+              let text = try? String(contentsOf: url, encoding: .utf8)
+        else { return "{}" }
+        return text
+    }()
+
     /// Adds the routes to `router`.
     public func register<Context: RequestContext>(on router: Router<Context>) {
         router.get("/v1/health") { _, _ in JSONOut.response(.ok, "{\"status\":\"ok\"}") }
+        router.get("/openapi.json") { _, _ in JSONOut.response(.ok, Self.openAPIDocument) }
         router.post("/v1/tokens") { request, _ in try await self.createToken(request) }
         router.get("/v1/tokens/:token") { _, context in
             let record = try await self.call { () throws(VaultError) in try await self.tokenizer.record(context.parameters.get("token") ?? "") }
