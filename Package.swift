@@ -86,7 +86,7 @@ let package = Package(
         ),
         .testTarget(name: "VaultClientTests", dependencies: ["VaultClient", "VaultCrypto", "VaultOpen", "CardRules"]),
         // End to end: runs the real `vault` binary and PyNaCl (Tests/Interop).
-        .testTarget(name: "VaultCLITests", dependencies: ["VaultCrypto", "CardRules"], resources: []),
+        .testTarget(name: "VaultCLITests", dependencies: ["VaultCrypto", "CardRules", "VaultClient"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,5 +1,7 @@
 import Foundation
 import Testing
+import VaultClient
+import VaultCrypto
 
 /// The real `vault serve` binary on a temporary Unix socket, driven with curl.
 @Suite(.serialized) struct ServeCLITests {
@@ -152,5 +154,45 @@ import Testing
         #expect(!containsPAN(bad.stderr))
         let down = try vault("token", "show", "--socket", s.dir + "/nothing.sock", token)
         #expect(down.status == 8 && down.stderr.contains("SIDECAR_UNREACHABLE"))
+    }
+
+    /// Tokenize under load from several threads, SIGKILL the sidecar mid-stream, restart it:
+    /// every token that was acknowledged (201 received) resolves. Three rounds.
+    @Test func killDashNineUnderLoadLosesNoAcknowledgedToken() throws {
+        var s = try Sidecar()
+        defer { s.process?.terminate(); s.remove() }
+        final class Acked: @unchecked Sendable {
+            let lock = NSLock()
+            var tokens: [String] = []
+            func add(_ t: String) { lock.withLock { tokens.append(t) } }
+        }
+        let acked = Acked()
+        let card = SecureBytes(Array(#"{"number":"4242424242424242","exp_month":12,"exp_year":2030,"cvc":"123"}"#.utf8))
+        for _ in 0..<3 {
+            try s.start()
+            let client = SidecarClient(socketPath: s.socket)
+            let group = DispatchGroup()
+            for _ in 0..<4 {
+                group.enter()
+                DispatchQueue.global().async {
+                    defer { group.leave() }
+                    for _ in 0..<10_000 {
+                        guard let answer = try? client.tokenize(cardJSON: card), answer.status == 201,
+                              let token = answer.json?["token"] as? String else { return }
+                        acked.add(token)
+                    }
+                }
+            }
+            usleep(400_000)
+            kill(s.process!.processIdentifier, SIGKILL)
+            s.process!.waitUntilExit()
+            group.wait()
+        }
+        try s.start()
+        let client = SidecarClient(socketPath: s.socket)
+        #expect(acked.tokens.count > 10, "the load did not get going")
+        var missing = 0
+        for t in acked.tokens where (try? client.token(t).status) != 200 { missing += 1 }
+        #expect(missing == 0, "\(missing) of \(acked.tokens.count) acknowledged tokens were lost")
     }
 }
