@@ -39,6 +39,7 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
             }
             let (store, running) = try await open()
             let reopened = Box()
+            let socketDir = (socket as NSString).deletingLastPathComponent
             return StoreHarness(
                 store: store,
                 reopen: { let (s, r) = try await open(); reopened.clients.append(r); return s },
@@ -48,6 +49,19 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
                     reopened.clients.forEach { $0.stop() }
                     try? await admin.client.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(database) WITH (FORCE)"))
                     admin.stop()
+                },
+                dump: {
+                    let pgDump = try FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")
+                        .sorted().last.map { "/usr/lib/postgresql/\($0)/bin/pg_dump" } ?? "pg_dump"
+                    let p = Process()
+                    p.executableURL = URL(fileURLWithPath: pgDump)
+                    p.arguments = ["-h", socketDir, "-U", "postgres", "--data-only", database]
+                    let out = Pipe()
+                    p.standardOutput = out
+                    try p.run()
+                    let data = out.fileHandleForReading.readDataToEndOfFile()
+                    p.waitUntilExit()
+                    return String(decoding: data, as: UTF8.self)
                 })
         }
     }
@@ -58,6 +72,8 @@ struct StoreHarness: Sendable {
     let reopen: @Sendable () async throws -> any TokenStore
     let files: [String]
     let cleanup: @Sendable () async -> Void
+    /// A plain-text dump of the store (pg_dump for PostgreSQL; nil for SQLite, whose files are read).
+    var dump: @Sendable () throws -> String? = { nil }
 }
 
 final class Box: @unchecked Sendable { var clients: [RunningClient] = [] }
@@ -204,7 +220,13 @@ func record(_ envelope: CardEnvelope, token: String = RandomID.make(prefix: "tok
             for pan in pans { #expect(!text.contains(pan), "\(file) holds a PAN") }
             #expect(!text.contains("Zebediah"), "\(file) holds a cardholder name")
         }
-        if backend == .sqlite { #expect(scanned > 0) }
+        if let dump = try h.dump() {
+            #expect(dump.contains("vault_tokens") && dump.contains("tok_"), "the dump holds the tokens")
+            for pan in pans { #expect(!dump.contains(pan), "the PostgreSQL dump holds a PAN") }
+            #expect(!dump.contains("Zebediah"))
+            scanned += dump.utf8.count
+        }
+        #expect(scanned > 0)
     }
 }
 
