@@ -23,6 +23,7 @@ let package = Package(
                 .product(name: "VaultCrypto", package: "vault"),
                 .product(name: "VaultOpen", package: "vault"),
                 .product(name: "CardRules", package: "vault"),
+                .product(name: "VaultClient", package: "vault"),
             ]
         ),
     ],

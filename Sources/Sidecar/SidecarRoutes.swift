@@ -67,7 +67,7 @@ public struct SidecarRoutes: Sendable {
                             throw VaultError(error.code, error.message, field: error.field.map { "envelope." + $0 } ?? "envelope")
                         }
                     default:
-                        throw VaultError(.requestFieldUnknown, "a token request has no field \"\(JSONReader.printable(key))\"", field: JSONReader.printable(key))
+                        throw VaultError(.requestFieldUnknown, "a token request has only card or envelope")
                     }
                 }
                 guard let found else { throw VaultError(.requestFieldMissing, "give card or envelope", field: "card") }
@@ -94,7 +94,7 @@ public struct SidecarRoutes: Sendable {
                     switch key {
                     case "number": number = try r.readSecureString(maxBytes: 64)
                     case "partial": partial = try r.readBool()
-                    default: throw VaultError(.requestFieldUnknown, "validate has no field \"\(JSONReader.printable(key))\"", field: JSONReader.printable(key))
+                    default: throw VaultError(.requestFieldUnknown, "validate has only number and partial")
                     }
                 }
                 guard let number else { throw VaultError(.cardFieldMissing, "number is missing", field: "number") }

@@ -18,6 +18,15 @@ import VaultCrypto
 /// | 10 | `PEER_NOT_ALLOWED` |
 /// | 64 | usage error (argument-parser) |
 public enum VaultExitCode {
+    /// Codes that mean "the card input is not valid" (exit 6).
+    static let cardInputCodes: Set<String> = [
+        "NON_DIGIT_CHARACTERS", "CARD_NUMBER_EMPTY", "CARD_NUMBER_TOO_SHORT", "CARD_NUMBER_TOO_LONG",
+        "UNKNOWN_CARD_BRAND", "INVALID_CARD_LENGTH", "LUHN_CHECK_FAILED", "BRAND_NOT_ACCEPTED",
+        "EXPIRY_MALFORMED", "INVALID_EXPIRY_MONTH", "EXPIRY_TOO_FAR", "CVC_MALFORMED", "INVALID_CVC_LENGTH",
+        "BIN_TABLE_INVALID", "INVALID_CARD_NUMBER", "INPUT_TOO_LARGE", "ENVELOPE_METADATA_INVALID",
+        "BODY_TOO_LARGE", "UNSUPPORTED_MEDIA_TYPE",
+    ]
+
     /// The exit status for an error code.
     public static func status(for code: VaultError.Code) -> Int32 {
         switch code.rawValue {
@@ -32,7 +41,8 @@ public enum VaultExitCode {
         case "SIDECAR_UNREACHABLE", "STORE_UNAVAILABLE": 8
         case "TOKEN_NOT_FOUND": 9
         case "PEER_NOT_ALLOWED": 10
-        default: 6
+        case _ where cardInputCodes.contains(code.rawValue) || code.rawValue.hasPrefix("CARD_") || code.rawValue.hasPrefix("REQUEST_"): 6
+        default: 1
         }
     }
 }

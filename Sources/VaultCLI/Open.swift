@@ -97,6 +97,10 @@ enum CardJSONWriter {
     static let maxBytes = 2048
 
     static func write(_ card: CardData, into out: UnsafeMutableRawBufferPointer) -> Int {
+        // The opener has bounded every field (name ≤ 256 bytes, pan ≤ 19, cvc ≤ 4): the worst
+        // case is 256 × 6 + 128 bytes. Check anyway, before writing a byte.
+        let worst = 128 + card.number.count + (card.cvc?.count ?? 0) + (card.name?.count ?? 0) * 6
+        precondition(worst <= out.count, "card JSON would not fit its buffer")
         var at = 0
         func put(_ s: StaticString) {
             let n = s.utf8CodeUnitCount

@@ -73,12 +73,13 @@ struct Seal: ParsableCommand {
             var pipeline = LinePipeline(
                 maxOutput: { pk.sealedTextLength(plaintextCount: $0) + 1 },
                 transform: { (line, out) throws(VaultError) in pk.sealText(line, into: out) })
+            pipeline.dropCarriageReturn = false
             if let jobs { pipeline.workers = max(1, jobs) }
             try reportingErrors(pipeline)
         } else {
             try reportingErrors { () throws(VaultError) in
                 let input = try StandardIO.readAll(limit: Self.maxValueBytes)
-                let sealed = input.withUnsafeBytes { pk.seal(StandardIO.droppingTrailingNewline($0)) }
+                let sealed = input.withUnsafeBytes { pk.seal(StandardIO.droppingTrailingNewline($0, carriageReturn: false)) }
                 try StandardIO.write(sealed.text + "\n")
             }
         }

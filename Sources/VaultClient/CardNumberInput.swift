@@ -57,14 +57,26 @@ public final class CardNumberInput: @unchecked Sendable {
     /// make the number longer than 19 digits.
     @discardableResult
     public func paste(_ bytes: UnsafeRawBufferPointer) -> Event {
-        var filtered: [UInt8] = []
-        defer { filtered.withUnsafeMutableBufferPointer { $0.update(repeating: 0) } }
-        for b in bytes {
-            if b == 32 || b == 45 || b == 9 { continue }
-            guard b >= 48, b <= 57 else { return refuse() }
-            filtered.append(b)
+        // Digits go straight into wiped memory; more than 19 is refused whole.
+        var tooLong = false, nonDigit = false
+        let digits = SecureBytes(capacity: Self.maxDigits) { out in
+            var n = 0
+            for b in bytes {
+                if b == 32 || b == 45 || b == 9 { continue }
+                guard b >= 48, b <= 57 else { nonDigit = true; return 0 }
+                guard n < Self.maxDigits else { tooLong = true; return 0 }
+                out[n] = b
+                n += 1
+            }
+            return n
         }
-        return append(filtered)
+        if nonDigit { return refuse() }
+        if tooLong {
+            var e = current()
+            if !e.errors.contains(.tooLong) { e.errors.append(.tooLong) }
+            return e
+        }
+        return digits.withUnsafeBytes { append($0) }
     }
 
     /// Deletes the last digit.

@@ -62,7 +62,8 @@ public struct CardData: Sendable {
             case "exp_year":
                 year = try field(fieldPrefix + key) { () throws(VaultError) in try readSmallInt(&r) }
             default:
-                throw VaultError(.cardFieldUnknown, "a card has no field \"\(JSONReader.printable(key))\"", field: fieldPrefix + JSONReader.printable(key))
+                // The key is not echoed: it could be card data sent in the wrong place.
+                throw VaultError(.cardFieldUnknown, "a card has only number, exp_month, exp_year, cvc and name", field: String(fieldPrefix.dropLast()))
             }
         }
         guard let number else { throw VaultError(.cardFieldMissing, "the card number is missing", field: fieldPrefix + "number") }

@@ -42,6 +42,7 @@ extension CardEnvelope {
     public static func parse(from reader: inout JSONReader) throws(VaultError) -> CardEnvelope {
         var version: Int?, id: String?, kid: KeyID?, key: String?
         var fields: [Field: String]?, card: CardMetadata?
+        var unknownKey = false
         try reader.readObject { (r, name) throws(VaultError) in
             switch name {
             case "v": version = try r.readInt(in: 0...Int(Int32.max))
@@ -53,18 +54,22 @@ extension CardEnvelope {
             case "fields":
                 var found: [Field: String] = [:]
                 try r.readObject { (r, name) throws(VaultError) in
-                    guard let field = Field(rawValue: name) else { throw r.fail("fields has no slot \"\(JSONReader.printable(name))\"") }
+                    guard let field = Field(rawValue: name) else { throw r.fail("fields has only pan, exp, cvc and name") }
                     found[field] = try r.readString(maxBytes: 2048)
                 }
                 fields = found
             case "card": card = try CardMetadata.parse(from: &r)
-            default: throw r.fail("an envelope has no key \"\(JSONReader.printable(name))\"")
+            default:
+                // Decided after `v` is known: a later version may add keys.
+                unknownKey = true
+                try r.skipValue()
             }
         }
         guard let version else { throw reader.fail("an envelope needs \"v\"") }
         guard version == 1 else {
             throw VaultError(.envelopeUnsupportedVersion, "envelope version \(version) is not supported (this build reads v1)")
         }
+        guard !unknownKey else { throw reader.fail("an envelope v1 has only v, id, kid, key, fields and card") }
         guard let id, let kid, let key, let fields, let card else {
             throw reader.fail("an envelope needs id, kid, key, fields and card")
         }

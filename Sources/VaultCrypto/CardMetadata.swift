@@ -66,7 +66,7 @@ public struct CardMetadata: Sendable, Hashable {
             case "exp_month": month = try r.readInt(in: 1...12)
             case "exp_year": year = try r.readInt(in: 2000...2199)
             case "fingerprint": if !r.readNullIfPresent() { fingerprint = try r.readString(maxBytes: 128) }
-            default: throw r.fail("card metadata has no key \"\(JSONReader.printable(key))\"")
+            default: throw r.fail("card metadata has only brand, bin, last4, length, exp_month, exp_year and fingerprint")
             }
         }
         guard let brand, let bin, let last4, let length, let month, let year else {

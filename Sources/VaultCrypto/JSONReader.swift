@@ -33,8 +33,8 @@ public struct JSONReader {
         if peek() == UInt8(ascii: "}") { index += 1; depth -= 1; return }
         while true {
             skipSpace()
-            let key = try readString()
-            guard seen.insert(key).inserted else { throw fail("duplicate key \"\(JSONReader.printable(key))\"") }
+            let key = try readString(maxBytes: 64)
+            guard seen.insert(key).inserted else { throw fail("duplicate key") }
             try expect(UInt8(ascii: ":"), "':'")
             skipSpace()
             try body(&self, key)
@@ -260,7 +260,8 @@ public struct JSONReader {
         }))
     }
 
-    static func isValidUTF8(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    /// True when `bytes` is valid UTF-8.
+    public static func isValidUTF8(_ bytes: UnsafeRawBufferPointer) -> Bool {
         var it = bytes.makeIterator()
         var decoder = UTF8()
         while true {

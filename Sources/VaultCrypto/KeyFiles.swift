@@ -26,7 +26,7 @@ public enum KeyFiles {
     /// Loads a fingerprint key file (mode must not allow group/others).
     /// - Throws: as `loadPublicKey`, plus `KEY_FILE_PERMISSIONS`.
     public static func loadFingerprintKey(path: String) throws(VaultError) -> FingerprintKey {
-        let contents = try KeyFileIO.read(path: path, private: true)
+        let contents = try KeyFileIO.read(path: path, private: true, expecting: .fingerprint)
         do throws(VaultError) {
             return FingerprintKey(bytes: try decodeSecret(contents, kind: .fingerprint))
         } catch {

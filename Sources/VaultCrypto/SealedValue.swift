@@ -22,8 +22,8 @@ public struct SealedValue: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Parses the one-line text form (one trailing newline or CR LF allowed).
-    /// - Throws: `SEALED_VALUE_MALFORMED` when the text is not of the form, or the ciphertext is
-    ///   shorter than a sealed box can be. (Whether it opens is for the opening side to say.)
+    /// - Throws: `SEALED_VALUE_MALFORMED` when the text is not of the form. (Whether it opens, or is
+    ///   even long enough to, is for the opening side to say.)
     public init(text: some StringProtocol) throws(VaultError) {
         var line = Array(text.utf8)
         if line.last == 10 { line.removeLast() }
@@ -47,9 +47,8 @@ public struct SealedValue: Sendable, Hashable, CustomStringConvertible {
         guard let n = bytes.withUnsafeMutableBytes({ Base64.decode(payload, into: $0) }) else {
             throw VaultError(.sealedValueMalformed, "the ciphertext is not standard padded base64")
         }
-        guard n >= Sodium.sealBytes else {
-            throw VaultError(.sealedValueCorrupt, "the ciphertext is shorter than a sealed box (truncated)")
-        }
+        // A ciphertext too short to be a sealed box is for the opener to call corrupt, once it
+        // has checked the kid (so a foreign kid is still KEY_MISMATCH).
         bytes.removeSubrange(n...)
         self.init(kid: kid, ciphertext: bytes)
     }

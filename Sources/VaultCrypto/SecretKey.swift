@@ -29,7 +29,7 @@ public final class SecretKey: Sendable, CustomStringConvertible {
     /// Loads `<kid>.key`: refuses a file readable by group or others, or of another kind.
     /// - Throws: `KEY_FILE_NOT_FOUND`, `KEY_FILE_UNREADABLE`, `KEY_FILE_PERMISSIONS`, `KEY_FILE_WRONG_KIND`, `KEY_FILE_MALFORMED`.
     public convenience init(path: String) throws(VaultError) {
-        let contents = try KeyFileIO.read(path: path, private: true)
+        let contents = try KeyFileIO.read(path: path, private: true, expecting: .secret)
         do throws(VaultError) {
             try self.init(bytes: try KeyFiles.decodeSecret(contents, kind: .secret))
         } catch {

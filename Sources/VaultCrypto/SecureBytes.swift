@@ -9,6 +9,7 @@ internal import CSodium
 public final class SecureBytes: @unchecked Sendable {
     private let allocation: SecurePool.Allocation
     private var pointer: UnsafeMutableRawPointer { allocation.pointer }
+    private let capacity: Int
     /// Number of bytes held.
     public let count: Int
 
@@ -16,7 +17,8 @@ public final class SecureBytes: @unchecked Sendable {
     ///
     /// The unused tail is wiped. If `fill` throws, everything is wiped and the error rethrown.
     public init<E: Error>(capacity: Int, fill: (UnsafeMutableRawBufferPointer) throws(E) -> Int) throws(E) {
-        let a = SecurePool.allocate(capacity)
+        // A zeroed canary follows the usable bytes; a write past them is caught on release.
+        let a = SecurePool.allocate(capacity + SecurePool.canaryBytes)
         let buffer = UnsafeMutableRawBufferPointer(start: a.pointer, count: capacity)
         let used: Int
         do throws(E) {
@@ -28,6 +30,7 @@ public final class SecureBytes: @unchecked Sendable {
         precondition(used >= 0 && used <= capacity, "SecureBytes fill reported a bad length")
         if used < capacity { sodium_memzero(a.pointer + used, capacity - used) }
         self.allocation = a
+        self.capacity = capacity
         self.count = used
     }
 
@@ -58,6 +61,10 @@ public final class SecureBytes: @unchecked Sendable {
     }
 
     deinit {
+        let canary = UnsafeRawBufferPointer(start: pointer + capacity, count: SecurePool.canaryBytes)
+        if canary.contains(where: { $0 != 0 }) {
+            fatalError("SecureBytes: a write ran past the end of a sensitive buffer")
+        }
         // Wiped (sodium_memzero) before the memory is reused or unmapped.
         SecurePool.release(allocation)
     }

@@ -61,6 +61,18 @@ public struct EnvelopeOpener: Sendable {
         if let cvc, cvc.count > 4 || cvc.count < 3 || !cvc.withUnsafeBytes({ $0.allSatisfy { $0 >= 48 && $0 <= 57 } }) {
             throw VaultError(.envelopeFieldInvalid, "the opened cvc is not 3 or 4 ASCII digits", field: "fields.cvc")
         }
+        if let name {
+            let ok = name.withUnsafeBytes { n in
+                n.count <= CardData.maxNameBytes && !n.contains { $0 < 0x20 || $0 == 0x7f } && JSONReader.isValidUTF8(n)
+            }
+            guard ok else {
+                throw VaultError(.envelopeFieldInvalid, "the opened name is over \(CardData.maxNameBytes) bytes, has control characters or is not UTF-8", field: "fields.name")
+            }
+        }
+        let expOK = exp.withUnsafeBytes { e in
+            e.count == 7 && e[2] == UInt8(ascii: "/") && e.enumerated().allSatisfy { $0.offset == 2 || ($0.element >= 48 && $0.element <= 57) }
+        }
+        guard expOK else { throw VaultError(.envelopeFieldInvalid, "the opened exp is not MM/YYYY", field: "fields.exp") }
         let expText = exp.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
         guard expText.utf8.count == 7, let expiry = try? CardExpiry.parse(expText) else {
             throw VaultError(.envelopeFieldInvalid, "the opened exp is not MM/YYYY", field: "fields.exp")
@@ -75,6 +87,9 @@ public struct EnvelopeOpener: Sendable {
         let fingerprint = fingerprintKey.map { k in card.number.withUnsafeBytes { k.fingerprint(ofDigits: $0) } }
         var derived = CardMetadata(info: info, expiry: expiry, fingerprint: envelope.card.fingerprint)
         if let fingerprint { derived.fingerprint = fingerprint }
+        if let cvc, let code = cvc.withUnsafeBytes({ validator.validateCVC($0, brand: info.brand) }) {
+            throw VaultError(.envelopeFieldInvalid, "the opened cvc is not valid for the card's brand (\(code))", field: "fields.cvc")
+        }
         guard info.valid, derived == envelope.card else {
             throw VaultError(
                 .envelopeMetadataMismatch,

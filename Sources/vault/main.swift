@@ -3,6 +3,16 @@ import VaultCLI
 import Glibc
 #endif
 
-// Thin: every subcommand lives in VaultCLI. A closed pipe is an IO_ERROR, not a signal death.
+// Thin: every subcommand lives in VaultCLI.
+//
+// Swift's runtime backtracer prints registers and the memory they point at when a process
+// crashes; in a process holding card data that could be a PAN on stderr. Unless the operator
+// chose otherwise, run with it off: set SWIFT_BACKTRACE before the runtime starts, by re-exec.
+if getenv("SWIFT_BACKTRACE") == nil {
+    setenv("SWIFT_BACKTRACE", "enable=no", 1)
+    execv("/proc/self/exe", CommandLine.unsafeArgv)
+    // exec failed: carry on with the backtracer as configured.
+}
+// A closed pipe is an IO_ERROR, not a signal death.
 signal(SIGPIPE, SIG_IGN)
 await VaultCommand.runMain()

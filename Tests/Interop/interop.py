@@ -90,6 +90,8 @@ def main():
         fields = {"pan": number, "exp": f"{card['exp_month']:02d}/{card['exp_year']}"}
         if card.get("cvc"):
             fields["cvc"] = card["cvc"]
+        if card.get("name") is not None:
+            fields["name"] = card["name"]
         enc = {}
         for name, text in fields.items():
             nonce = os.urandom(24)

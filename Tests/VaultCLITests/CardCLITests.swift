@@ -89,6 +89,7 @@ import Testing
             #expect(!containsPAN(r.stderr))
         }
         let onlyMC = try vault("seal", "--card", "--accept", "mastercard", "--key", keys.pub, input: cards[0])
+        #expect(onlyMC.status == 6)
         #expect(onlyMC.stderr.contains("BRAND_NOT_ACCEPTED"))
     }
 
@@ -138,5 +139,23 @@ import Testing
         #expect(withBins.status == 0, "\(withBins.stderr)")
         #expect(withBins.out.contains("\"issuer\":\"Test Bank\""))
         #expect(withBins.out.contains("\"type\":\"debit\""))
+    }
+
+    /// Names are bounded when opened: a crafted envelope cannot overrun the output (review finding).
+    @Test func openedNamesAreBoundedAndChecked() throws {
+        let keys = try TestKeys()
+        defer { keys.remove() }
+        func envelope(name: String) throws -> String {
+            let data = try JSONSerialization.data(withJSONObject: ["number": "4242424242424242", "exp_month": 12, "exp_year": 2030, "brand": "visa", "name": name])
+            return try interop("make-envelope", keys.pub, input: String(decoding: data, as: UTF8.self)).out
+        }
+        let ok = try vault("open", "--card", "--key", keys.key, input: try envelope(name: String(repeating: "\"", count: 256)))
+        #expect(ok.status == 0, "\(ok.stderr)")
+        #expect(ok.out.contains(String(repeating: "\\\"", count: 256)))
+        for bad in [String(repeating: "\u{01}", count: 1490), String(repeating: "a", count: 257), "tab\there"] {
+            let r = try vault("open", "--card", "--key", keys.key, input: try envelope(name: bad))
+            #expect(r.status == 4, "\(r.stderr)")
+            #expect(r.stderr.contains("ENVELOPE_FIELD_INVALID"))
+        }
     }
 }

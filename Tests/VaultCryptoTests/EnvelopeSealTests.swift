@@ -61,6 +61,8 @@ import VaultCrypto
             (json + "x", .envelopeMalformed),
             ("[]", .envelopeMalformed),
             (json.replacingFirst("\"v\":1,", "\"v\":1,\"v\":1,"), .envelopeMalformed),
+            // A later version may add keys: the version is what is reported.
+            (json.replacingFirst("{\"v\":1,", "{\"v\":2,\"aad\":\"x\","), .envelopeUnsupportedVersion),
         ]
         for (text, code) in bad {
             let error = #expect(throws: VaultError.self) { try CardEnvelope(json: text) }
@@ -112,7 +114,7 @@ import VaultCrypto
         #expect(c.name?.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } == "Zoë \"Z\" é")
         let cases: [(String, String, String?)] = [
             (#"{"number":"4242424242424242","exp_month":12}"#, "CARD_FIELD_MISSING", "card.exp_year"),
-            (#"{"number":"4242424242424242","exp_month":12,"exp_year":2030,"pin":"1"}"#, "CARD_FIELD_UNKNOWN", "card.pin"),
+            (#"{"number":"4242424242424242","exp_month":12,"exp_year":2030,"pin":"1"}"#, "CARD_FIELD_UNKNOWN", "card"),
             // A card number sent as a key is never echoed back in the error.
             (#"{"4242424242424242":"x"}"#, "CARD_FIELD_UNKNOWN", nil),
             (#"{"number":"1","number":"4242424242424242"}"#, "CARD_MALFORMED", nil),

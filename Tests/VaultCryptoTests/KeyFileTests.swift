@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import VaultCrypto
+@testable import VaultCrypto
 
 @Suite struct KeyFileTests {
     @Test func keygenWritesBothFilesWithModesAndRefusesOverwrite() throws {
@@ -21,7 +21,18 @@ import VaultCrypto
         #expect(throws: VaultError.self) { try KeyFiles.generateFingerprintKey(path: "\(dir)/fingerprint.fk") }
     }
 
-    @Test func keygenRefusesToOverwriteAnExistingPair() throws {
+    @Test func keyFilesAreCreatedExclusively() throws {
+        let dir = makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        writeFile("\(dir)/taken.key", "precious\n")
+        let e = #expect(throws: VaultError.self) {
+            try Array("x".utf8).withUnsafeBytes { b in Result { () throws(VaultError) in try KeyFileIO.createExclusive(path: "\(dir)/taken.key", mode: 0o600, bytes: b) } }.get()
+        }
+        #expect(e?.code == .keyFileExists)
+        #expect(readFile("\(dir)/taken.key") == "precious\n")
+    }
+
+    @Test func keygenRefusesToOverwriteAnExistingFingerprintKey() throws {
         let dir = makeTemporaryDirectory()
         defer { removeTree(dir) }
         try KeyFiles.generateFingerprintKey(path: "\(dir)/fingerprint.fk")

@@ -6,6 +6,7 @@ import CardRules
 import Foundation
 @_spi(Opening) import VaultCrypto
 @_spi(Opening) import VaultOpen
+import VaultClient
 
 let args = CommandLine.arguments
 func option(_ name: String) -> String? {
@@ -170,6 +171,66 @@ if let vault = option("--vault"), let cLines = option("--c-lines") {
     times.sort()
     line("")
     line("`vault seal` of one value, whole process: median \(fmt(times[times.count / 2], 1)) ms, p90 \(fmt(times[times.count * 9 / 10], 1)) ms, min \(fmt(times[0], 1)) ms (\(times.count) runs)")
+}
+
+// 6. The sidecar over its Unix socket: tokenize vs the no-op route (GET /v1/health) of the same
+// server in the same run, at concurrency 1, 8, 64; p50/p99 latency; the sidecar's peak RSS.
+func sidecarLoad(vault: String, store: String, label: String) throws {
+    let dir = NSTemporaryDirectory() + "vault-bench-sidecar-\(getpid())-\(label)"
+    try FileManager.default.createDirectory(atPath: dir + "/keys", withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: dir) }
+    try (pk.text + "\n").write(toFile: dir + "/keys/\(pk.kid).pub", atomically: true, encoding: .utf8)
+    let socket = dir + "/v.sock"
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: vault)
+    p.arguments = ["serve", "--socket", socket, "--keys", dir + "/keys", "--store", store.replacingOccurrences(of: "DIR", with: dir), "--log-level", "error"]
+    p.standardError = FileHandle.nullDevice
+    try p.run()
+    defer { p.terminate(); p.waitUntilExit() }
+    let client = SidecarClient(socketPath: socket)
+    for _ in 0..<200 where (try? client.health()) != true { usleep(50_000) }
+    let card = SecureBytes(Array(#"{"number":"4242424242424242","exp_month":12,"exp_year":2030,"cvc":"123"}"#.utf8))
+    func run(_ concurrency: Int, seconds: Double, _ op: @escaping @Sendable () -> Bool) -> (rate: Double, p50: Double, p99: Double) {
+        final class Box: @unchecked Sendable { var lat: [[Double]] = []; var count = 0 }
+        let box = Box()
+        box.lat = Array(repeating: [], count: concurrency)
+        let deadline = now() + UInt64(seconds * 1e9)
+        let t0 = now()
+        DispatchQueue.concurrentPerform(iterations: concurrency) { i in
+            var local: [Double] = []
+            while now() < deadline {
+                let s = now()
+                guard op() else { break }
+                local.append(Double(now() - s) / 1e6)
+            }
+            box.lat[i] = local
+        }
+        let elapsed = Double(now() - t0) / 1e9
+        let all = box.lat.flatMap { $0 }.sorted()
+        guard !all.isEmpty else { return (0, 0, 0) }
+        return (Double(all.count) / elapsed, all[all.count / 2], all[min(all.count - 1, all.count * 99 / 100)])
+    }
+    let seconds = quick ? 1.5 : 4.0
+    for c in [1, 8, 64] {
+        let noop = run(c, seconds: seconds) { (try? client.health()) == true }
+        let tok = run(c, seconds: seconds) { (try? client.tokenize(cardJSON: card))?.status == 201 }
+        line("| tokenize (\(label)), c=\(c): p50 \(fmt(tok.p50, 2)) ms, p99 \(fmt(tok.p99, 2)) ms | \(fmt(tok.rate)) req/s | \(fmt(noop.rate)) (no-op route; p99 \(fmt(noop.p99, 2)) ms) | \(fmt(tok.rate / noop.rate, 3)) |")
+    }
+    let status = (try? String(contentsOfFile: "/proc/\(p.processIdentifier)/status", encoding: .utf8)) ?? ""
+    let hwm = status.split(separator: "\n").first { $0.hasPrefix("VmHWM") }.map(String.init) ?? "VmHWM: ?"
+    line("| sidecar peak RSS (\(label)) after the load: \(hwm.replacingOccurrences(of: "VmHWM:", with: "").trimmingCharacters(in: .whitespaces)) | | | |")
+}
+
+if let vault = option("--vault"), !args.contains("--no-sidecar") {
+    line("")
+    line("Sidecar over its Unix socket (load generator in this process, same 2 cores; one connection per request, HTTP/1.1, durable commit per token):")
+    line("")
+    line("| operation | rate | no-op route rate | ratio |")
+    line("|---|---:|---:|---:|")
+    try sidecarLoad(vault: vault, store: "sqlite:DIR/tokens.sqlite", label: "SQLite")
+    if let pg = ProcessInfo.processInfo.environment["VAULT_BENCH_POSTGRES"] {
+        try sidecarLoad(vault: vault, store: pg, label: "PostgreSQL")
+    }
 }
 
 if let out = option("--report") {

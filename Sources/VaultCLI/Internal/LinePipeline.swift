@@ -18,6 +18,8 @@ struct LinePipeline: Sendable {
     var readSize = 256 * 1024
     /// Longest accepted line.
     var maxLineBytes = 1 << 20
+    /// Drop a "\r" before each "\n" (opening); sealing keeps the line's bytes exactly.
+    var dropCarriageReturn = true
 
     /// An error on a line, 1-based.
     struct LineError: Error {
@@ -47,7 +49,10 @@ struct LinePipeline: Sendable {
                 return n
             }
             if let readError { throw LineError(line: lineNumber + 1, error: readError) }
-            let (lines, rest) = buffer.withUnsafeBytes { Self.splitLines($0, final: eof) }
+            let (lines, rest) = buffer.withUnsafeBytes { Self.splitLines($0, final: eof, dropCR: dropCarriageReturn) }
+            if let long = lines.first(where: { $0.count > maxLineBytes }) {
+                throw LineError(line: lineNumber + 1 + lines.firstIndex(of: long)!, error: VaultError(.inputTooLarge, "a line is longer than \(maxLineBytes) bytes"))
+            }
             if rest.count > maxLineBytes {
                 throw LineError(line: lineNumber + 1, error: VaultError(.inputTooLarge, "a line is longer than \(maxLineBytes) bytes"))
             }
@@ -61,7 +66,7 @@ struct LinePipeline: Sendable {
     }
 
     /// Ranges of complete lines (newline and a CR before it dropped) and the range of the trailing partial line.
-    static func splitLines(_ bytes: UnsafeRawBufferPointer, final: Bool) -> ([Range<Int>], Range<Int>) {
+    static func splitLines(_ bytes: UnsafeRawBufferPointer, final: Bool, dropCR: Bool) -> ([Range<Int>], Range<Int>) {
         var lines: [Range<Int>] = []
         var start = 0
         var i = 0
@@ -69,7 +74,7 @@ struct LinePipeline: Sendable {
         while i < n {
             if bytes[i] == 10 {
                 var end = i
-                if end > start, bytes[end - 1] == 13 { end -= 1 }
+                if dropCR, end > start, bytes[end - 1] == 13 { end -= 1 }
                 lines.append(start..<end)
                 start = i + 1
             }
@@ -77,7 +82,7 @@ struct LinePipeline: Sendable {
         }
         if final, start < n {
             var end = n
-            if bytes[end - 1] == 13 { end -= 1 }
+            if dropCR, bytes[end - 1] == 13 { end -= 1 }
             lines.append(start..<end)
             start = n
         }

@@ -74,12 +74,13 @@ enum StandardIO {
         try bytes.withUnsafeBytes { b in Result { () throws(VaultError) in try write(fd: fd, b) } }.get()
     }
 
-    /// The contents without one trailing "\n" (or "\r\n").
-    static func droppingTrailingNewline(_ bytes: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
+    /// The contents without one trailing "\n" (and, with `carriageReturn`, a "\r" before it).
+    /// Sealing keeps every other byte (DESIGN §3); opening and parsing may drop the CR.
+    static func droppingTrailingNewline(_ bytes: UnsafeRawBufferPointer, carriageReturn: Bool = true) -> UnsafeRawBufferPointer {
         var n = bytes.count
         if n > 0, bytes[n - 1] == 10 {
             n -= 1
-            if n > 0, bytes[n - 1] == 13 { n -= 1 }
+            if carriageReturn, n > 0, bytes[n - 1] == 13 { n -= 1 }
         }
         return UnsafeRawBufferPointer(rebasing: bytes[0..<n])
     }

@@ -11,7 +11,7 @@ enum KeyFileIO {
 
     /// Reads a whole key file into `SecureBytes`. When `private` is true, refuses a file that group
     /// or others may read.
-    static func read(path: String, private isPrivate: Bool) throws(VaultError) -> SecureBytes {
+    static func read(path: String, private isPrivate: Bool, expecting kind: KeyKind? = nil) throws(VaultError) -> SecureBytes {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {
             let e = errno
@@ -26,13 +26,24 @@ enum KeyFileIO {
         guard (st.st_mode & S_IFMT) == S_IFREG else {
             throw VaultError(.keyFileUnreadable, "\(path) is not a regular file", field: path)
         }
-        if isPrivate, st.st_mode & 0o077 != 0 {
+        let tooOpen = isPrivate && st.st_mode & 0o077 != 0
+        let contents = try readContents(fd: fd, path: path)
+        if tooOpen {
+            // Say what the file is first: a public key given where a secret one belongs is the
+            // wrong kind, not a permissions problem.
+            if let kind {
+                _ = try contents.withUnsafeBytes { (raw) throws(VaultError) in try KeyText.payload(raw, expecting: kind) }
+            }
             throw VaultError(
                 .keyFilePermissions,
                 "key file \(path) has mode \(octal(st.st_mode & 0o777)); a secret key file must not be readable by group or others (chmod 600 \(path))",
                 field: path)
         }
-        return try SecureBytes(capacity: maxKeyFileBytes + 1) { (out) throws(VaultError) -> Int in
+        return contents
+    }
+
+    private static func readContents(fd: Int32, path: String) throws(VaultError) -> SecureBytes {
+        try SecureBytes(capacity: maxKeyFileBytes + 1) { (out) throws(VaultError) -> Int in
             var total = 0
             while total < out.count {
                 let n = Glibc.read(fd, out.baseAddress! + total, out.count - total)

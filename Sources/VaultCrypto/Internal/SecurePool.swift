@@ -15,6 +15,8 @@ enum SecurePool {
     /// Slot sizes; anything larger is its own `sodium_malloc`.
     static let classes = [32, 64, 128, 256, 512, 1024, 2048, 4096]
     static let slabBytes = 64 * 1024
+    /// Zero bytes kept after every SecureBytes' usable bytes and checked on release.
+    static let canaryBytes = 16
 
     private struct State: ~Copyable {
         /// Free slots per class, as addresses (plain integers, so the state is Sendable).
