@@ -175,7 +175,7 @@ if let vault = option("--vault"), let cLines = option("--c-lines") {
 
 // 6. The sidecar over its Unix socket: tokenize vs the no-op route (GET /v1/health) of the same
 // server in the same run, at concurrency 1, 8, 64; p50/p99 latency; the sidecar's peak RSS.
-func sidecarLoad(vault: String, store: String, label: String) throws {
+@MainActor func sidecarLoad(vault: String, store: String, label: String) throws {
     let dir = NSTemporaryDirectory() + "vault-bench-sidecar-\(getpid())-\(label)"
     try FileManager.default.createDirectory(atPath: dir + "/keys", withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: dir) }
