@@ -7,7 +7,8 @@ import VaultCrypto
 /// Roles: `tokenize` (POST /v1/tokens, POST /v1/validate, GET /v1/tokens/{t}), `pay` (payments,
 /// next issue; GET /v1/tokens/{t}), `admin` (everything, DELETE included). `GET /v1/health` needs
 /// only to be listed. A peer that is not listed, or asks for what its roles do not allow, gets
-/// `403 PEER_NOT_ALLOWED` and nothing happens.
+/// `403 PEER_NOT_ALLOWED` and nothing happens. `GET /metrics` and `GET /openapi.json`, like health,
+/// need only to be listed (metrics carry counts and route templates, never request data).
 public struct PeerPolicy: Sendable, Equatable {
     public enum Role: String, Sendable, CaseIterable { case tokenize, pay, admin }
     public enum Subject: Sendable, Hashable { case uid(UInt32), gid(UInt32) }
@@ -50,7 +51,7 @@ public struct PeerPolicy: Sendable, Equatable {
     /// The role a request needs; nil means "any listed peer" (health).
     static func requiredRoles(method: HTTPRequest.Method, path: String) -> Set<Role>? {
         switch (method, path) {
-        case (.get, "/v1/health"), (.get, "/openapi.json"): nil
+        case (.get, "/v1/health"), (.get, "/openapi.json"), (.get, "/metrics"): nil
         case (.post, "/v1/tokens"), (.post, "/v1/validate"): [.tokenize, .admin]
         case (.get, _) where path.hasPrefix("/v1/tokens/"): [.tokenize, .pay, .admin]
         case (_, _) where path.hasPrefix("/v1/payments") || path.hasPrefix("/v1/customers"): [.pay, .admin]
@@ -78,7 +79,10 @@ public struct PeerAuthorizationMiddleware: RouterMiddleware {
             allowed = !roles.isEmpty
         }
         guard allowed else {
-            context.logger.notice("peer refused", metadata: ["uid": "\(peer.uid)", "gid": "\(peer.gid)", "path": "\(request.uri.path)"])
+            // The path may carry anything a caller typed: log it with digits dropped.
+            context.logger.notice("peer refused", metadata: [
+                "uid": "\(peer.uid)", "gid": "\(peer.gid)", "path": "\(JSONReader.printable(String(request.uri.path.prefix(128))))",
+            ])
             throw APIError(.forbidden, "PEER_NOT_ALLOWED", "uid \(peer.uid) may not do this on this vault")
         }
         return try await next(request, context)

@@ -11,18 +11,20 @@ public struct SidecarRoutes: Sendable {
 
     let tokenizer: Tokenizer
     let validator: CardValidator
+    let metrics: SidecarMetrics
 
-    /// Routes over a tokenizer.
-    public init(tokenizer: Tokenizer, validator: CardValidator = CardValidator()) {
+    /// Routes over a tokenizer; `metrics` is what `GET /metrics` serves.
+    public init(tokenizer: Tokenizer, validator: CardValidator = CardValidator(), metrics: SidecarMetrics = SidecarMetrics()) {
         self.tokenizer = tokenizer
         self.validator = validator
+        self.metrics = metrics
     }
 
     /// Every route served, as `METHOD /path` in OpenAPI notation; a test checks it against
     /// `openapi.json` and the router.
     public static let documentedRoutes = [
         "POST /v1/tokens", "GET /v1/tokens/{token}", "DELETE /v1/tokens/{token}", "POST /v1/validate",
-        "GET /v1/health", "GET /openapi.json",
+        "GET /v1/health", "GET /metrics", "GET /openapi.json",
     ]
 
     /// The OpenAPI 3.1 document (Sources/Sidecar/Resources/openapi.json).
@@ -37,6 +39,11 @@ public struct SidecarRoutes: Sendable {
     public func register<Context: RequestContext>(on router: Router<Context>) {
         router.get("/v1/health") { _, _ in JSONOut.response(.ok, "{\"status\":\"ok\"}") }
         router.get("/openapi.json") { _, _ in JSONOut.response(.ok, Self.openAPIDocument) }
+        router.get("/metrics") { _, _ in
+            Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(bytes: self.metrics.exposition())))
+        }
         router.post("/v1/tokens") { request, _ in try await self.createToken(request) }
         router.get("/v1/tokens/:token") { _, context in
             let record = try await self.call { () throws(VaultError) in try await self.tokenizer.record(context.parameters.get("token") ?? "") }
@@ -79,6 +86,10 @@ public struct SidecarRoutes: Sendable {
             case .card(let card): try await tokenizer.tokenize(card)
             case .envelope(let envelope): try await tokenizer.tokenize(envelope: envelope)
             }
+        }
+        switch input {
+        case .card: metrics.tokenCreated(source: "card")
+        case .envelope: metrics.tokenCreated(source: "envelope")
         }
         return JSONOut.response(.created, Self.tokenJSON(record))
     }

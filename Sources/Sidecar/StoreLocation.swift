@@ -7,6 +7,12 @@ import VaultCrypto
 /// Where tokens are kept: `sqlite:PATH` (the embedded default) or a PostgreSQL URL
 /// (`postgres://user[:password]@host[:port]/db`, or `postgres://user@/db?host=/run/postgresql`
 /// for a Unix socket directory).
+///
+/// TLS to PostgreSQL follows libpq's `sslmode`: `disable`, `require` (encrypted, server not
+/// verified), `verify-ca` (certificate chain checked against `sslrootcert`, or the system roots),
+/// `verify-full` (chain and host name). The default is `verify-full` for a remote host and
+/// `disable` for a Unix socket or a loopback address. `sslcert`/`sslkey` give a client
+/// certificate. `prefer`/`allow` are refused: a vault does not fall back to clear text silently.
 public enum StoreLocation: Sendable, Equatable {
     case sqlite(path: String)
     case postgres(PostgresLocation)
@@ -19,6 +25,19 @@ public enum StoreLocation: Sendable, Equatable {
         public var username: String
         public var password: String?
         public var database: String
+        public var tls = TLSSettings()
+    }
+
+    /// TLS to a PostgreSQL server reached over TCP.
+    public struct TLSSettings: Sendable, Equatable {
+        public enum Mode: String, Sendable, CaseIterable { case disable, require, verifyCA = "verify-ca", verifyFull = "verify-full" }
+        public var mode: Mode = .disable
+        /// PEM file of the certificate authorities to trust (default: the system's).
+        public var rootCertificatePath: String?
+        /// PEM client certificate chain and its key, for servers that ask for one.
+        public var certificatePath: String?
+        public var keyPath: String?
+        public init() {}
     }
 
     /// Parses a `--store` value.
@@ -39,27 +58,124 @@ public enum StoreLocation: Sendable, Equatable {
         guard let user = url.user, !user.isEmpty, !database.isEmpty else {
             throw VaultError(.storeLocationInvalid, "a PostgreSQL store names a user and a database: postgres://user@host/db")
         }
-        self = .postgres(PostgresLocation(
+        let query = url.queryItems ?? []
+        let known: Set<String> = ["host", "sslmode", "sslrootcert", "sslcert", "sslkey"]
+        if let unknown = query.first(where: { !known.contains($0.name) }) {
+            throw VaultError(.storeLocationInvalid, "unknown PostgreSQL parameter \(JSONReader.printable(unknown.name)) (known: \(known.sorted().joined(separator: ", ")))")
+        }
+        func value(_ name: String) -> String? { query.first { $0.name == name }?.value.flatMap { $0.isEmpty ? nil : $0 } }
+        var location = PostgresLocation(
             host: (url.host?.isEmpty ?? true) ? nil : url.host, port: port,
             socketPath: socketDir.map { $0.hasSuffix(".s.PGSQL.\(port)") ? $0 : "\($0)/.s.PGSQL.\(port)" },
-            username: user, password: url.password, database: database))
-        if case .postgres(let p) = self, p.host == nil, p.socketPath == nil {
+            username: user, password: url.password, database: database)
+        guard location.host != nil || location.socketPath != nil else {
             throw VaultError(.storeLocationInvalid, "a PostgreSQL store needs a host or ?host=/socket/dir")
         }
+        if let mode = value("sslmode") {
+            guard let m = TLSSettings.Mode(rawValue: mode) else {
+                throw VaultError(.storeLocationInvalid, "sslmode is disable, require, verify-ca or verify-full (prefer and allow could fall back to clear text)")
+            }
+            location.tls.mode = m
+        } else {
+            let loopback = ["localhost", "127.0.0.1", "::1", "[::1]"].contains(location.host ?? "localhost")
+            location.tls.mode = location.socketPath != nil || loopback ? .disable : .verifyFull
+        }
+        if location.socketPath != nil, location.tls.mode != .disable {
+            throw VaultError(.storeLocationInvalid, "TLS is for TCP: a Unix socket store takes no sslmode")
+        }
+        location.tls.rootCertificatePath = value("sslrootcert")
+        location.tls.certificatePath = value("sslcert")
+        location.tls.keyPath = value("sslkey")
+        if (location.tls.certificatePath == nil) != (location.tls.keyPath == nil) {
+            throw VaultError(.storeLocationInvalid, "sslcert and sslkey go together")
+        }
+        self = .postgres(location)
     }
 }
 
 extension StoreLocation.PostgresLocation {
-    /// The client configuration (TLS off: Unix socket or a trusted network only for now).
-    var configuration: PostgresClient.Configuration {
+    /// The client configuration.
+    /// - Throws: `STORE_TLS_INVALID` when a certificate or key file cannot be loaded.
+    public func configuration() throws(VaultError) -> PostgresClient.Configuration {
         if let socketPath {
             return .init(unixSocketPath: socketPath, username: username, password: password, database: database)
         }
-        return .init(host: host ?? "localhost", port: port, username: username, password: password, database: database, tls: .disable)
+        return .init(host: host ?? "localhost", port: port, username: username, password: password, database: database, tls: try tls.clientTLS())
+    }
+}
+
+extension StoreLocation.PostgresLocation {
+    /// Opens one connection and closes it: a wrong address, password or certificate fails at
+    /// start with its reason instead of stalling the pool's retries.
+    /// - Throws: `STORE_UNAVAILABLE` with the reason (never a query or its data).
+    public func probe(logger: Logger) async throws(VaultError) {
+        let config: PostgresConnection.Configuration
+        if let socketPath {
+            config = .init(unixSocketPath: socketPath, username: username, password: password, database: database)
+        } else {
+            let connectionTLS: PostgresConnection.Configuration.TLS
+            if tls.mode == .disable {
+                connectionTLS = .disable
+            } else {
+                do {
+                    connectionTLS = .require(try NIOSSLContext(configuration: try tls.tlsConfiguration()))
+                } catch let error as VaultError {
+                    throw error
+                } catch {
+                    throw VaultError(.storeTLSInvalid, "TLS settings cannot be used: \(error)")
+                }
+            }
+            config = .init(host: host ?? "localhost", port: port, username: username, password: password, database: database, tls: connectionTLS)
+        }
+        do {
+            let connection = try await PostgresConnection.connect(configuration: config, id: 0, logger: logger)
+            try await connection.close()
+        } catch {
+            let reason = (error as? PSQLError).map { e in
+                e.serverInfo?[.message] ?? e.underlying.map { String(describing: $0) } ?? e.code.description
+            } ?? String(describing: type(of: error))
+            let target = socketPath ?? "\(host ?? "localhost"):\(port)"
+            throw VaultError(VaultError.Code(rawValue: TokenStoreError.Code.unavailable.rawValue), "cannot connect to PostgreSQL at \(target) (sslmode=\(tls.mode.rawValue)): \(reason)")
+        }
+    }
+}
+
+extension StoreLocation.TLSSettings {
+    func clientTLS() throws(VaultError) -> PostgresClient.Configuration.TLS {
+        guard mode != .disable else { return .disable }
+        return .require(try tlsConfiguration())
+    }
+
+    func tlsConfiguration() throws(VaultError) -> TLSConfiguration {
+        var config = TLSConfiguration.makeClientConfiguration()
+        config.minimumTLSVersion = .tlsv12
+        switch mode {
+        case .disable: break
+        case .require: config.certificateVerification = .none
+        case .verifyCA: config.certificateVerification = .noHostnameVerification
+        case .verifyFull: config.certificateVerification = .fullVerification
+        }
+        if let rootCertificatePath {
+            guard FileManager.default.isReadableFile(atPath: rootCertificatePath) else {
+                throw VaultError(.storeTLSInvalid, "sslrootcert \(rootCertificatePath) cannot be read")
+            }
+            config.trustRoots = .file(rootCertificatePath)
+        }
+        if let certificatePath, let keyPath {
+            do {
+                config.certificateChain = try NIOSSLCertificate.fromPEMFile(certificatePath).map { .certificate($0) }
+                config.privateKey = .privateKey(try NIOSSLPrivateKey(file: keyPath, format: .pem))
+            } catch {
+                throw VaultError(.storeTLSInvalid, "sslcert/sslkey cannot be loaded (PEM expected)")
+            }
+        }
+        return config
     }
 }
 
 extension VaultError.Code {
     /// A `--store` value that is neither `sqlite:PATH` nor a PostgreSQL URL.
     public static let storeLocationInvalid = VaultError.Code(rawValue: "STORE_LOCATION_INVALID")
+    /// A TLS certificate or key file for PostgreSQL cannot be loaded.
+    public static let storeTLSInvalid = VaultError.Code(rawValue: "STORE_TLS_INVALID")
 }

@@ -10,9 +10,14 @@ public struct TokenSweeper: Service {
     let interval: Duration
     let logger: Logger
     let now: @Sendable () -> Date
+    let metrics: SidecarMetrics?
 
-    public init(store: any TokenStore, interval: Duration = .seconds(30), logger: Logger, now: @escaping @Sendable () -> Date = Date.init) {
+    public init(
+        store: any TokenStore, interval: Duration = .seconds(30), logger: Logger, metrics: SidecarMetrics? = nil,
+        now: @escaping @Sendable () -> Date = Date.init
+    ) {
         self.store = store
+        self.metrics = metrics
         self.interval = interval
         self.logger = logger
         self.now = now
@@ -23,11 +28,13 @@ public struct TokenSweeper: Service {
     public func sweep() async -> PurgeResult? {
         do {
             let result = try await store.purgeExpired(now: now())
+            metrics?.purged(result)
             if result.tokensDeleted + result.cvcsDropped > 0 {
                 logger.info("purged", metadata: ["tokens": "\(result.tokensDeleted)", "cvcs": "\(result.cvcsDropped)"])
             }
             return result
         } catch {
+            metrics?.sweepFailed()
             logger.warning("purge failed", metadata: ["error": "\(error.code)"])
             return nil
         }

@@ -9,6 +9,7 @@ import VaultCrypto
 /// the sealed CVC field apart, metadata columns for lookups, and millisecond timestamps.
 public final class SQLiteTokenStore: TokenStore {
     private let pool: DatabasePool
+    private let batcher: GroupCommit
 
     /// Opens (creating and migrating if needed) the store at `path`.
     /// - Throws: `STORE_UNAVAILABLE`.
@@ -23,6 +24,7 @@ public final class SQLiteTokenStore: TokenStore {
         } catch {
             throw TokenStoreError(.unavailable, "cannot open the SQLite store at \(path): \(Self.describe(error))")
         }
+        batcher = GroupCommit(pool: pool)
     }
 
     static var migrator: DatabaseMigrator {
@@ -50,17 +52,10 @@ public final class SQLiteTokenStore: TokenStore {
         return m
     }
 
+    /// Stores a token. Concurrent inserts share one transaction (group commit): each caller
+    /// returns only after the commit that holds its row is on disk, and one fsync serves them all.
     public func insert(_ record: TokenRecord) async throws(TokenStoreError) {
-        let row = StoredToken(record)
-        try await write { db in
-            try db.execute(
-                sql: """
-                    INSERT INTO tokens (token, envelope, cvc, brand, bin, last4, fingerprint, created_at, expires_at, cvc_expires_at, single_use)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [row.token, row.envelope, row.cvc, row.brand, row.bin, row.last4, row.fingerprint,
-                            row.createdAt, row.expiresAt, row.cvcExpiresAt, row.singleUse])
-        }
+        if let failure = await batcher.submit(StoredToken(record)) { throw failure }
     }
 
     public func get(_ token: String, now: Date) async throws(TokenStoreError) -> TokenRecord? {
@@ -125,5 +120,73 @@ public final class SQLiteTokenStore: TokenStore {
     static func describe(_ error: any Error) -> String {
         if let e = error as? DatabaseError { return "SQLite error \(e.resultCode.rawValue) (\(e.resultCode))" }
         return String(describing: type(of: error))
+    }
+}
+
+/// Group commit for inserts: rows that arrive while a commit is running wait and go in the next
+/// transaction together. A row whose token exists gets `TOKEN_EXISTS` alone (the others commit);
+/// a failed commit fails every row of its batch, and none of them was acknowledged.
+final class GroupCommit: @unchecked Sendable {
+    typealias Waiter = CheckedContinuation<TokenStoreError?, Never>
+    /// Largest batch in one transaction (bounds the latency a commit adds to its first row).
+    static let maxBatch = 256
+
+    private let pool: DatabasePool
+    private let lock = NSLock()
+    private var rows: [StoredToken] = []
+    private var waiters: [Waiter] = []
+    private var draining = false
+
+    init(pool: DatabasePool) { self.pool = pool }
+
+    /// Queues a row; returns after its transaction committed (nil) or failed (the error).
+    func submit(_ row: StoredToken) async -> TokenStoreError? {
+        await withCheckedContinuation { (waiter: Waiter) in
+            lock.lock()
+            rows.append(row)
+            waiters.append(waiter)
+            let start = !draining
+            draining = true
+            lock.unlock()
+            if start { Task.detached { await self.drain() } }
+        }
+    }
+
+    private func nextBatch() -> ([StoredToken], [Waiter])? {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !rows.isEmpty else {
+            draining = false
+            return nil
+        }
+        let n = min(rows.count, Self.maxBatch)
+        let batch = (Array(rows.prefix(n)), Array(waiters.prefix(n)))
+        rows.removeFirst(n)
+        waiters.removeFirst(n)
+        return batch
+    }
+
+    private func drain() async {
+        while let (batch, batchWaiters) = nextBatch() {
+            let outcomes: [TokenStoreError?]
+            do {
+                outcomes = try await pool.write { db in
+                    try batch.map { row -> TokenStoreError? in
+                        try db.execute(
+                            sql: """
+                                INSERT INTO tokens (token, envelope, cvc, brand, bin, last4, fingerprint, created_at, expires_at, cvc_expires_at, single_use)
+                                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(token) DO NOTHING
+                                """,
+                            arguments: [row.token, row.envelope, row.cvc, row.brand, row.bin, row.last4, row.fingerprint,
+                                        row.createdAt, row.expiresAt, row.cvcExpiresAt, row.singleUse])
+                        return db.changesCount == 1 ? nil : TokenStoreError(.tokenExists, "a token with that id exists")
+                    }
+                }
+            } catch {
+                let failure = TokenStoreError(.unavailable, "write failed: \(SQLiteTokenStore.describe(error))")
+                outcomes = Array(repeating: failure, count: batch.count)
+            }
+            for (waiter, outcome) in zip(batchWaiters, outcomes) { waiter.resume(returning: outcome) }
+        }
     }
 }

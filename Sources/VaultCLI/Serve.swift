@@ -31,6 +31,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Socket file mode (octal).")
     var socketMode = "660"
 
+    @Option(help: "Group owning the socket (name or gid); with mode 660 its members may connect. Default: the process's group.")
+    var socketGroup: String?
+
     @Option(help: "Token store: sqlite:PATH or postgres://user@host/db (or ?host=/socket/dir).")
     var store = "sqlite:vault.sqlite"
 
@@ -56,6 +59,11 @@ struct Serve: AsyncParsableCommand {
         config.socketPath = socket
         guard let mode = mode_t(socketMode, radix: 8) else { throw ValidationError("--socket-mode is octal, e.g. 660") }
         config.socketMode = mode
+        do throws(VaultError) {
+            config.socketGroup = try socketGroup.map { (g) throws(VaultError) in try SidecarServer.groupID(g) }
+        } catch {
+            throw fail(error)
+        }
         config.keysDirectory = keys
         config.policy = TokenPolicy(tokenTTL: tokenTTL, cvcTTL: cvcTTL)
         do {

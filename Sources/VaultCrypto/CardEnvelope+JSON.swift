@@ -7,12 +7,17 @@ extension CardEnvelope {
     public var json: String {
         var out = "{\"v\":\(version),\"id\":"
         JSONText.appendString(id, to: &out)
-        out += ",\"kid\":\"\(kid.rawValue)\",\"key\":\"\(sealedKey)\",\"fields\":{"
+        out += ",\"kid\":\"\(kid.rawValue)\",\"key\":"
+        JSONText.appendString(sealedKey, to: &out)
+        out += ",\"fields\":{"
         var first = true
         for field in Field.allCases {
             guard let value = fields[field] else { continue }
             out += first ? "\"" : ",\""
-            out += field.rawValue + "\":\"" + value + "\""
+            out += field.rawValue + "\":"
+            // Base64 for every envelope the vault makes or parses; escaped anyway, so a hand-built
+            // envelope cannot break out of its string.
+            JSONText.appendString(value, to: &out)
             first = false
         }
         out += "},\"card\":" + card.json + "}"

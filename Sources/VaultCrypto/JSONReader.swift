@@ -102,6 +102,10 @@ public struct JSONReader {
             index += 1
         }
         guard digits > 0 else { throw fail("expected an integer at byte \(start)") }
+        // JSON has no leading zeros ("012"); "0" and "-0" alone are numbers.
+        if digits > 1, bytes[start + (negative ? 1 : 0)] == UInt8(ascii: "0") {
+            throw fail("a number has a leading zero at byte \(start)")
+        }
         if let c = peek(), c == UInt8(ascii: ".") || c == UInt8(ascii: "e") || c == UInt8(ascii: "E") {
             throw fail("expected an integer, not a fraction, at byte \(start)")
         }

@@ -55,7 +55,8 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
                         .sorted().last.map { "/usr/lib/postgresql/\($0)/bin/pg_dump" } ?? "pg_dump"
                     let p = Process()
                     p.executableURL = URL(fileURLWithPath: pgDump)
-                    p.arguments = ["-h", socketDir, "-U", "postgres", "--data-only", database]
+                    let port = socket.split(separator: ".").last.map(String.init) ?? "5432"
+                    p.arguments = ["-h", socketDir, "-p", port, "-U", "postgres", "--data-only", database]
                     let out = Pipe()
                     p.standardOutput = out
                     try p.run()
@@ -145,6 +146,37 @@ func record(_ envelope: CardEnvelope, token: String = RandomID.make(prefix: "tok
         #expect(error?.code == .tokenExists)
         #expect(try await store.get(r.token, now: Date())?.card.last4 == "4242")
         #expect(try await store.count() == 1)
+    }
+
+    /// Many concurrent inserts (the SQLite store commits them in groups): every one acknowledged
+    /// is there, and a duplicate among them is refused alone, without failing its neighbours.
+    @Test(arguments: Backend.available)
+    func concurrentInsertsAllLandAndADuplicateFailsAlone(_ backend: Backend) async throws {
+        let h = try await backend.make()
+        let store = h.store
+        defer { Task { await h.cleanup() } }
+        let envelope = try sampleEnvelope()
+        let records = (0..<300).map { _ in record(envelope) }
+        var clash = record(try sampleEnvelope("5555555555554444"))
+        clash.token = records[150].token
+        let outcomes = await withTaskGroup(of: (String, TokenStoreError.Code?).self) { group in
+            for r in records + [clash] {
+                group.addTask {
+                    do throws(TokenStoreError) {
+                        try await store.insert(r)
+                        return (r.token, nil)
+                    } catch {
+                        return (r.token, error.code)
+                    }
+                }
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(outcomes.filter { $0.1 == nil }.count == 300)
+        #expect(outcomes.filter { $0.1 == .tokenExists }.map(\.0) == [records[150].token])
+        #expect(try await store.count() == 300)
+        let reopened = try await h.reopen()
+        for r in records { #expect(try await reopened.get(r.token, now: Date()) != nil) }
     }
 
     @Test(arguments: Backend.available)

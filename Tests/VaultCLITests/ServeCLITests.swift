@@ -128,6 +128,37 @@ import VaultCrypto
         #expect(try s.curl("DELETE", "/v1/tokens/\(token)").0 == 204)
     }
 
+    /// `--socket-group`: the socket belongs to that group with mode 0660, so its members reach
+    /// the server (and are then checked by peer credentials) while other users cannot open it.
+    /// The SQLite files are private to the sidecar's user. `/metrics` answers over the socket.
+    @Test(.enabled(if: getuid() == 0, "needs root to give the socket to another group and to run curl as other users"))
+    func socketGroupModeAndMetrics() throws {
+        var s = try Sidecar()
+        defer { s.process?.terminate(); s.remove() }
+        // Other users must be able to traverse to the socket: only the socket's own mode decides.
+        chmod(s.dir, 0o755)
+        try s.start(extra: ["--socket-group", "nogroup", "--allow", "uid:0=admin", "--allow", "gid:65534=tokenize"])
+        var st = stat()
+        #expect(stat(s.socket, &st) == 0)
+        #expect(st.st_gid == 65534, "socket group \(st.st_gid)")
+        #expect(st.st_mode & 0o777 == 0o660, "socket mode \(String(st.st_mode & 0o777, radix: 8))")
+        let card = #"{"card":{"number":"4242424242424242","exp_month":12,"exp_year":2030}}"#
+        #expect(try s.curl("POST", "/v1/tokens", card, asUser: "nobody").0 == 201)   // in the group
+        #expect(try s.curl("POST", "/v1/tokens", card, asUser: "daemon").0 == 0)     // cannot open the socket
+        var db = stat()
+        #expect(stat(s.dir + "/tokens.sqlite", &db) == 0 && db.st_mode & 0o077 == 0, "the store is readable by others")
+
+        let (status, metrics) = try s.curl("GET", "/metrics")
+        #expect(status == 200)
+        #expect(metrics.contains(#"vault_tokens_created_total{source="card"} 1"#), "\(metrics)")
+        #expect(!containsPAN(metrics))
+        s.process!.terminate()
+        s.process!.waitUntilExit()
+
+        let unknown = try run(vaultBinary, ["serve", "--socket", s.socket, "--keys", s.keys, "--socket-group", "no-such-group"])
+        #expect(unknown.status != 0 && unknown.stderr.contains("SOCKET_GROUP_UNKNOWN"), "\(unknown.stderr)")
+    }
+
     /// The CLI and the Swift client (SidecarClient) against the live sidecar.
     @Test func tokenizeAndTokenCommandsUseTheSocket() throws {
         var s = try Sidecar()

@@ -1,0 +1,93 @@
+import Foundation
+import Hummingbird
+import Prometheus
+import Tokenizer
+
+/// The sidecar's Prometheus metrics, served at `GET /metrics` (text exposition format 0.0.4).
+///
+/// Labels carry only values from fixed sets: the matched route template (never the request
+/// path), the method (one of the known ones, else `OTHER`), the status code and the stable error
+/// code. Nothing a caller sends (a token, a card field) can become a label.
+public final class SidecarMetrics: Sendable {
+    /// The registry behind `GET /metrics`.
+    public let registry = PrometheusCollectorRegistry()
+
+    private static let durationBuckets: [Duration] = [
+        .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5),
+        .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
+        .milliseconds(500), .seconds(1), .seconds(2.5),
+    ]
+    private static let knownMethods: Set<String> = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+
+    public init() {}
+
+    /// A request answered with `status` after `duration`, and its error code if it failed.
+    public func request(route: String?, method: String, status: Int, duration: Duration, errorCode: String? = nil) {
+        let route = route ?? "unmatched"
+        let method = Self.knownMethods.contains(method) ? method : "OTHER"
+        registry.makeCounter(
+            name: "vault_http_requests_total",
+            labels: [("route", route), ("method", method), ("status", String(status))],
+            help: "HTTP requests answered, by route template, method and status."
+        ).increment()
+        registry.makeDurationHistogram(
+            name: "vault_http_request_duration_seconds", labels: [("route", route), ("method", method)],
+            buckets: Self.durationBuckets, help: "Time from request head to answer, by route template."
+        ).record(duration)
+        if let errorCode {
+            registry.makeCounter(
+                name: "vault_errors_total", labels: [("code", errorCode)],
+                help: "Error answers, by stable error code (docs/errors.md)."
+            ).increment()
+        }
+    }
+
+    /// A token was created from a raw card (`card`, sealed at the door) or a caller's envelope.
+    public func tokenCreated(source: String) {
+        registry.makeCounter(
+            name: "vault_tokens_created_total", labels: [("source", source)],
+            help: "Tokens created, by input (card sealed at the door, or envelope sealed by the caller)."
+        ).increment()
+    }
+
+    /// What a sweep removed.
+    public func purged(_ result: PurgeResult) {
+        registry.makeCounter(name: "vault_sweeper_tokens_deleted_total", help: "Expired tokens deleted by the sweeper.")
+            .increment(by: Int64(result.tokensDeleted))
+        registry.makeCounter(name: "vault_sweeper_cvcs_dropped_total", help: "CVCs dropped by the sweeper when their TTL passed.")
+            .increment(by: Int64(result.cvcsDropped))
+    }
+
+    /// A sweep that failed (store unreachable).
+    public func sweepFailed() {
+        registry.makeCounter(name: "vault_sweeper_failures_total", help: "Sweeps that failed.").increment()
+    }
+
+    /// The exposition text.
+    public func exposition() -> [UInt8] { registry.emitToBuffer() }
+}
+
+/// Counts and times every request, refused ones included (it runs before the peer check).
+public struct MetricsMiddleware<Context: RequestContext>: RouterMiddleware {
+    let metrics: SidecarMetrics
+
+    public init(metrics: SidecarMetrics) { self.metrics = metrics }
+
+    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let start = ContinuousClock.now
+        do {
+            let response = try await next(request, context)
+            metrics.request(
+                route: context.endpointPath, method: request.method.rawValue, status: response.status.code,
+                duration: ContinuousClock.now - start)
+            return response
+        } catch {
+            let status = (error as? any HTTPResponseError)?.status.code ?? 500
+            let code = (error as? APIError)?.code ?? "HTTP_\(status)"
+            metrics.request(
+                route: context.endpointPath, method: request.method.rawValue, status: status,
+                duration: ContinuousClock.now - start, errorCode: code)
+            throw error
+        }
+    }
+}

@@ -1,0 +1,82 @@
+import CardRules
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Sidecar
+import Testing
+import Tokenizer
+import VaultCrypto
+
+/// `GET /metrics`: Prometheus text with request, error and token counters; labels never carry
+/// what a caller sent.
+@Suite struct MetricsTests {
+    @Test func countsRequestsErrorsAndTokensWithoutCallerData() async throws {
+        let dir = NSTemporaryDirectory() + "vault-metrics-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let store = try SQLiteTokenStore(path: dir + "/t.sqlite")
+        let tokenizer = Tokenizer(
+            store: store, primaryKey: try PublicKey(rawBytes: Array(repeating: 9, count: 32)),
+            fingerprintKey: try FingerprintKey(secureBytes: SecureBytes(Array(repeating: 4, count: 32))))
+        let metrics = SidecarMetrics()
+        let router = Router()
+        router.add(middleware: MetricsMiddleware(metrics: metrics))
+        SidecarRoutes(tokenizer: tokenizer, metrics: metrics).register(on: router)
+        let json: HTTPFields = [.contentType: "application/json"]
+        try await Application(router: router).test(.router) { client in
+            let card = #"{"card":{"number":"4111111111111111","exp_month":12,"exp_year":2030,"cvc":"123"}}"#
+            for _ in 0..<3 {
+                try await client.execute(uri: "/v1/tokens", method: .post, headers: json, body: ByteBuffer(string: card)) { r in
+                    #expect(r.status == .created)
+                }
+            }
+            // Caller data in the path, in a bad body and in a custom method must not become labels.
+            try await client.execute(uri: "/v1/tokens/4111111111111111", method: .get) { r in #expect(r.status == .notFound) }
+            try await client.execute(uri: "/4111111111111111", method: .get) { r in #expect(r.status == .notFound) }
+            try await client.execute(
+                uri: "/v1/tokens", method: .post, headers: json,
+                body: ByteBuffer(string: #"{"card":{"number":"4111111111111112","exp_month":12,"exp_year":2030}}"#)
+            ) { r in #expect(r.status == .unprocessableContent) }
+            try await client.execute(uri: "/v1/tokens", method: HTTPRequest.Method("X4111111111111111")!, headers: json) { _ in }
+
+            let text = try await client.execute(uri: "/metrics", method: .get) { r in
+                #expect(r.status == .ok)
+                #expect(r.headers[.contentType]?.hasPrefix("text/plain; version=0.0.4") == true)
+                return String(buffer: r.body)
+            }
+            #expect(text.contains(#"vault_tokens_created_total{source="card"} 3"#), "\(text)")
+            #expect(text.contains(#"vault_errors_total{code="LUHN_CHECK_FAILED"} 1"#))
+            #expect(text.contains(#"vault_errors_total{code="TOKEN_NOT_FOUND"} 1"#))
+            let created = text.split(separator: "\n").first { $0.hasPrefix("vault_http_requests_total{") && $0.contains(#"status="201""#) }
+            #expect(created?.contains(#"method="POST""#) == true && created?.hasSuffix(" 3") == true, "\(created ?? "none")")
+            #expect(text.contains(#"route="NotFound""#))
+            #expect(text.contains(#"method="OTHER""#))
+            #expect(text.contains("vault_http_request_duration_seconds_bucket"))
+            for digits in ["4111111111111111", "4111111111111112", "111111"] {
+                #expect(!text.contains(digits), "metrics carry caller data")
+            }
+        }
+    }
+
+    @Test func sweeperPurgesAreCounted() async throws {
+        let dir = NSTemporaryDirectory() + "vault-metrics-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let store = try SQLiteTokenStore(path: dir + "/t.sqlite")
+        let metrics = SidecarMetrics()
+        let tokenizer = Tokenizer(
+            store: store, primaryKey: try PublicKey(rawBytes: Array(repeating: 9, count: 32)),
+            fingerprintKey: try FingerprintKey(secureBytes: SecureBytes(Array(repeating: 4, count: 32))),
+            policy: TokenPolicy(tokenTTL: 60, cvcTTL: 10))
+        let card = try CardData(
+            number: SecureBytes(Array("4242424242424242".utf8)), expiry: CardExpiry(month: 12, year: 2030), cvc: SecureBytes(Array("123".utf8)))
+        _ = try await tokenizer.tokenize(card)
+        _ = try await tokenizer.tokenize(card)
+        let later = Date().addingTimeInterval(30)
+        let sweeper = TokenSweeper(store: store, logger: .init(label: "test"), metrics: metrics, now: { later })
+        #expect(await sweeper.sweep() == PurgeResult(tokensDeleted: 0, cvcsDropped: 2))
+        let text = String(decoding: metrics.exposition(), as: UTF8.self)
+        #expect(text.contains("vault_sweeper_cvcs_dropped_total 2"), "\(text)")
+        #expect(text.contains("vault_sweeper_tokens_deleted_total 0"))
+    }
+}
