@@ -36,6 +36,18 @@ let package = Package(
         .target(name: "VaultCrypto", dependencies: ["CSodium", "CardRules"]),
         // Opening sealed values and card envelopes: needs a secret key. Never linked by the sidecar.
         .target(name: "VaultOpen", dependencies: ["VaultCrypto", "CardRules"]),
+        // Currencies (ISO 4217) and amounts in minor units. Pure.
+        .target(name: "Money"),
+        // HTTP/JSON on a Unix socket: peer credentials, coded error answers, the socket file.
+        // Shared by the sidecar and the gateway adapter; no card handling.
+        .target(
+            name: "SocketHTTP",
+            dependencies: [
+                "VaultCrypto",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // Tokens, the token store protocol and its two backends (SQLite, PostgreSQL).
         .target(
             name: "Tokenizer",
@@ -50,7 +62,7 @@ let package = Package(
         .target(
             name: "Sidecar",
             dependencies: [
-                "Tokenizer", "VaultCrypto", "CardRules",
+                "Tokenizer", "VaultCrypto", "CardRules", "SocketHTTP", "Money",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -59,13 +71,23 @@ let package = Package(
             ],
             resources: [.copy("Resources/openapi.json")]
         ),
+        // The gateway adapter: the only module that opens envelopes in a server; processors.
+        .target(
+            name: "Gateway",
+            dependencies: [
+                "VaultOpen", "VaultCrypto", "CardRules", "SocketHTTP", "Money",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // The library for non-PCI callers: validate, card input component, seal.
         .target(name: "VaultClient", dependencies: ["VaultCrypto", "CardRules"]),
         // The `vault` subcommands (argument-parser); the executable only calls into this.
         .target(
             name: "VaultCLI",
             dependencies: [
-                "VaultCrypto", "VaultOpen", "VaultClient", "CardRules", "Sidecar",
+                "VaultCrypto", "VaultOpen", "VaultClient", "CardRules", "Sidecar", "Gateway", "SocketHTTP",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -85,6 +107,13 @@ let package = Package(
                 "Sidecar", "Tokenizer", "VaultCrypto", "CardRules",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+            ]
+        ),
+        .testTarget(
+            name: "GatewayTests",
+            dependencies: [
+                "Gateway", "SocketHTTP", "Money", "VaultOpen", "VaultCrypto", "CardRules",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
             ]
         ),
         .testTarget(name: "VaultClientTests", dependencies: ["VaultClient", "VaultCrypto", "VaultOpen", "CardRules"]),

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import SocketHTTP
 import VaultCrypto
 
 /// Which local users may do what over the socket (checked on every request from `SO_PEERCRED`).

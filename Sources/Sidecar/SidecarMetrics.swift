@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import SocketHTTP
 import Prometheus
 import Tokenizer
 

@@ -1,6 +1,7 @@
 import CardRules
 import Foundation
 import Hummingbird
+import SocketHTTP
 import Tokenizer
 import VaultCrypto
 
@@ -174,15 +175,4 @@ public struct SidecarRoutes: Sendable {
     static func iso(_ d: Date) -> String {
         d.formatted(.iso8601)
     }
-}
-
-extension VaultError.Code {
-    /// The request body is not JSON of the expected shape.
-    public static let requestMalformed = VaultError.Code(rawValue: "REQUEST_MALFORMED")
-    /// A required request field is absent.
-    public static let requestFieldMissing = VaultError.Code(rawValue: "REQUEST_FIELD_MISSING")
-    /// Both of two exclusive fields were given.
-    public static let requestAmbiguous = VaultError.Code(rawValue: "REQUEST_AMBIGUOUS")
-    /// A request field that does not exist.
-    public static let requestFieldUnknown = VaultError.Code(rawValue: "REQUEST_FIELD_UNKNOWN")
 }

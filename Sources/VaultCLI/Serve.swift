@@ -4,6 +4,7 @@ import Glibc
 import ArgumentParser
 import Logging
 import Sidecar
+import SocketHTTP
 import Tokenizer
 import VaultCrypto
 
@@ -60,7 +61,7 @@ struct Serve: AsyncParsableCommand {
         guard let mode = mode_t(socketMode, radix: 8) else { throw ValidationError("--socket-mode is octal, e.g. 660") }
         config.socketMode = mode
         do throws(VaultError) {
-            config.socketGroup = try socketGroup.map { (g) throws(VaultError) in try SidecarServer.groupID(g) }
+            config.socketGroup = try socketGroup.map { (g) throws(VaultError) in try SocketFile.groupID(g) }
         } catch {
             throw fail(error)
         }

@@ -37,7 +37,7 @@ import Testing
 
     @Test func clientModulesDoNotDependOnTheOpeningModule() throws {
         let manifest = try String(contentsOf: repositoryRoot.appendingPathComponent("Package.swift"), encoding: .utf8)
-        for target in ["CardRules", "VaultCrypto", "VaultClient", "Tokenizer", "Sidecar"] {
+        for target in ["CardRules", "VaultCrypto", "VaultClient", "Tokenizer", "Sidecar", "SocketHTTP", "Money"] {
             // Each target declaration runs from its `.target(` to the next declaration.
             let markers = [".target(", ".testTarget(", ".executableTarget(", ".systemLibrary("]
             var starts: [String.Index] = []
@@ -57,10 +57,12 @@ import Testing
             }
             let code = declaration.split(separator: "\n").filter { !$0.trimmingCharacters(in: .whitespaces).hasPrefix("//") }.joined()
             #expect(!code.contains("VaultOpen"), "\(target) depends on VaultOpen")
+            #expect(!code.contains("\"Gateway\""), "\(target) depends on the gateway adapter")
         }
-        for folder in ["Sources/VaultClient", "Sources/VaultCrypto", "Sources/Tokenizer", "Sources/Sidecar"] {
+        for folder in ["Sources/VaultClient", "Sources/VaultCrypto", "Sources/Tokenizer", "Sources/Sidecar", "Sources/SocketHTTP", "Sources/Money"] {
             for (path, text) in swiftFiles(under: folder) {
                 #expect(!text.contains("import VaultOpen"), "\(path)")
+                #expect(!text.contains("import Gateway"), "\(path)")
                 #expect(!text.contains("@_spi(Opening)") || path.hasPrefix("Sources/VaultCrypto/"), "\(path)")
             }
         }

@@ -223,7 +223,7 @@ if let vault = option("--vault"), let cLines = option("--c-lines") {
 
 if let vault = option("--vault"), !args.contains("--no-sidecar") {
     line("")
-    line("Sidecar over its Unix socket (load generator in this process, same 2 cores; one connection per request, HTTP/1.1, durable commit per token):")
+    line("Sidecar over its Unix socket (load generator in this process, same 2 cores; one connection per request, HTTP/1.1; a token is acknowledged after its commit is durable: SQLite WAL with synchronous=FULL and group commit, PostgreSQL with synchronous_commit=on over a Unix socket):")
     line("")
     line("| operation | rate | no-op route rate | ratio |")
     line("|---|---:|---:|---:|")

@@ -47,8 +47,8 @@ public struct APIError: HTTPResponseError, Sendable {
 }
 
 /// Writing JSON answers (metadata only).
-enum JSONOut {
-    static func string(_ s: String, into out: inout String) {
+public enum JSONOut {
+    public static func string(_ s: String, into out: inout String) {
         out += "\""
         for u in s.unicodeScalars {
             switch u {
@@ -61,7 +61,7 @@ enum JSONOut {
         out += "\""
     }
 
-    static func response(_ status: HTTPResponse.Status, _ body: String) -> Response {
+    public static func response(_ status: HTTPResponse.Status, _ body: String) -> Response {
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
         headers[.cacheControl] = "no-store"

@@ -19,28 +19,30 @@ private struct UCred {
 
 /// Peer credentials of open connections, keyed by channel; filled when a connection's pipeline is
 /// set up (on its event loop) and removed when it closes.
-final class PeerRegistry: @unchecked Sendable {
-    static let shared = PeerRegistry()
+public final class PeerRegistry: @unchecked Sendable {
+    public static let shared = PeerRegistry()
     private let lock = NSLock()
     private var peers: [ObjectIdentifier: PeerCredentials] = [:]
 
-    func set(_ channel: any Channel, _ peer: PeerCredentials?) {
+    public func set(_ channel: any Channel, _ peer: PeerCredentials?) {
         lock.withLock { peers[ObjectIdentifier(channel)] = peer }
     }
 
-    func get(_ channel: any Channel) -> PeerCredentials? {
+    public func get(_ channel: any Channel) -> PeerCredentials? {
         lock.withLock { peers[ObjectIdentifier(channel)] }
     }
 }
 
 /// Reads `SO_PEERCRED` when added to a connection's pipeline; passes all traffic through.
-final class PeerCredentialsHandler: ChannelInboundHandler, RemovableChannelHandler, Sendable {
-    typealias InboundIn = ByteBuffer
+public final class PeerCredentialsHandler: ChannelInboundHandler, RemovableChannelHandler, Sendable {
+    public typealias InboundIn = ByteBuffer
+
+    public init() {}
 
     /// `SO_PEERCRED` on Linux (x86_64 and arm64).
     static let soPeerCred: Int32 = 17
 
-    func handlerAdded(context: ChannelHandlerContext) {
+    public func handlerAdded(context: ChannelHandlerContext) {
         let channel = context.channel
         guard let provider = channel as? any SocketOptionProvider else { return }
         let future: EventLoopFuture<UCred> = provider.unsafeGetSocketOption(
@@ -52,7 +54,7 @@ final class PeerCredentialsHandler: ChannelInboundHandler, RemovableChannelHandl
     }
 }
 
-/// The request context of the live sidecar: Hummingbird's core plus the peer's credentials.
+/// The request context of the sidecar and the gateway: Hummingbird's core plus the peer's credentials.
 public struct VaultRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
     /// The connection's peer, nil if it could not be read (then nothing is allowed).

@@ -1,0 +1,141 @@
+import Foundation
+import Hummingbird
+import Logging
+import Money
+import SocketHTTP
+import VaultCrypto
+import VaultOpen
+
+/// The gateway adapter's API, for the sidecar only (its own Unix socket, DESIGN §1):
+///
+/// `POST /v1/authorize` `{"payment_id":"pay_…","amount":1000,"currency":"EUR","envelope":{…v1…}}`
+/// → 200 `{"status":"succeeded|declined|requires_action","reference","decline_code","next_action"}`.
+/// The envelope is opened here and nowhere else, its metadata re-derived and checked, the card
+/// handed to the processor, and the plaintext wiped when the call returns. Answers carry the
+/// outcome only, never card data.
+public struct GatewayRoutes: Sendable {
+    public static let maxBodyBytes = 16 * 1024
+    public static let documentedRoutes = ["POST /v1/authorize", "GET /v1/health"]
+
+    let opener: EnvelopeOpener
+    let processor: any PaymentProcessor
+
+    public init(opener: EnvelopeOpener, processor: any PaymentProcessor) {
+        self.opener = opener
+        self.processor = processor
+    }
+
+    public func register<Context: RequestContext>(on router: Router<Context>) {
+        router.get("/v1/health") { _, _ in JSONOut.response(.ok, "{\"status\":\"ok\",\"processor\":\"\(processor.name)\"}") }
+        router.post("/v1/authorize") { request, context in try await self.authorize(request, logger: context.logger) }
+    }
+
+    struct Parsed {
+        var paymentID: String
+        var amount: Int
+        var currency: Currency
+        var envelope: CardEnvelope
+    }
+
+    func authorize(_ request: Request, logger: Logger) async throws -> Response {
+        guard (request.headers[.contentType] ?? "").lowercased().hasPrefix("application/json") else {
+            throw APIError(.unsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "send Content-Type: application/json")
+        }
+        let body: ByteBuffer
+        do { body = try await request.body.collect(upTo: Self.maxBodyBytes) } catch {
+            throw APIError(.contentTooLarge, "BODY_TOO_LARGE", "a request body is at most \(Self.maxBodyBytes) bytes")
+        }
+        let parsed = try body.withUnsafeReadableBytes { raw throws(APIError) in try Self.parse(raw) }
+        let outcome: AuthorizationOutcome
+        do {
+            // The opened card lives in SecureBytes for this scope only; released (wiped) after.
+            let card: OpenedCard
+            do throws(VaultError) { card = try opener.open(parsed.envelope) } catch { throw APIError(error) }
+            outcome = try await processor.authorize(
+                AuthorizationRequest(paymentID: parsed.paymentID, amount: parsed.amount, currency: parsed.currency), card: card)
+        } catch let error as ProcessorUnavailable {
+            logger.warning("processor unavailable", metadata: ["payment": "\(parsed.paymentID)", "reason": "\(error.reason)"])
+            throw APIError(.serviceUnavailable, "GATEWAY_UNAVAILABLE", "the processor could not be reached; nothing was charged, retry with the same payment id")
+        }
+        logger.info("authorized", metadata: [
+            "payment": "\(parsed.paymentID)", "status": "\(outcome.status)", "processor": "\(processor.name)",
+            "brand": "\(parsed.envelope.card.brand.rawValue)", "last4": "\(parsed.envelope.card.last4)",
+        ])
+        return JSONOut.response(.ok, Self.json(outcome))
+    }
+
+    static func parse(_ raw: UnsafeRawBufferPointer) throws(APIError) -> Parsed {
+        do throws(VaultError) {
+            var r = JSONReader(raw, errorCode: .requestMalformed, maxDepth: 8)
+            var paymentID: String?, amount: Int?, currency: Currency?, envelope: CardEnvelope?
+            try r.readObject { (r, key) throws(VaultError) in
+                switch key {
+                case "payment_id":
+                    let id = try r.readString(maxBytes: 64)
+                    guard id.hasPrefix("pay_"), id.utf8.allSatisfy({ (48...57).contains($0) || (97...122).contains($0) || $0 == 95 }) else {
+                        throw VaultError(.requestFieldInvalid, "payment_id is pay_ and lower-case letters or digits", field: "payment_id")
+                    }
+                    paymentID = id
+                case "amount":
+                    let value = try r.readInt()
+                    guard (1...Currency.maximumAmount).contains(value) else {
+                        throw VaultError(.amountInvalid, "amount is a positive integer in minor units, at most \(Currency.maximumAmount)", field: "amount")
+                    }
+                    amount = value
+                case "currency":
+                    let code = try r.readString(maxBytes: 8)
+                    guard let c = Currency(code) else {
+                        throw VaultError(.currencyInvalid, "currency is an ISO 4217 code such as EUR or USD", field: "currency")
+                    }
+                    currency = c
+                case "envelope": envelope = try CardEnvelope.parse(from: &r)
+                default: throw VaultError(.requestFieldUnknown, "an authorization has payment_id, amount, currency and envelope")
+                }
+            }
+            try r.finish()
+            guard let paymentID else { throw VaultError(.requestFieldMissing, "payment_id is missing", field: "payment_id") }
+            guard let amount else { throw VaultError(.requestFieldMissing, "amount is missing", field: "amount") }
+            guard let currency else { throw VaultError(.requestFieldMissing, "currency is missing", field: "currency") }
+            guard let envelope else { throw VaultError(.requestFieldMissing, "envelope is missing", field: "envelope") }
+            return Parsed(paymentID: paymentID, amount: amount, currency: currency, envelope: envelope)
+        } catch {
+            let status: HTTPResponse.Status = error.code == .requestMalformed ? .badRequest : .unprocessableContent
+            throw APIError(status, error.code.rawValue, error.message, field: error.field)
+        }
+    }
+
+    /// The outcome as the gateway's answer.
+    public static func json(_ outcome: AuthorizationOutcome) -> String {
+        var out = "{\"status\":\"\(outcome.status)\""
+        switch outcome {
+        case .succeeded(let reference):
+            out += ",\"reference\":"
+            JSONOut.string(reference, into: &out)
+        case .declined(let code, let reference):
+            out += ",\"decline_code\":"
+            JSONOut.string(code, into: &out)
+            if let reference {
+                out += ",\"reference\":"
+                JSONOut.string(reference, into: &out)
+            }
+        case .requiresAction(let challenge):
+            out += ",\"next_action\":{\"type\":\"three_ds_challenge\",\"transaction_id\":"
+            JSONOut.string(challenge.transactionID, into: &out)
+            out += ",\"payload\":"
+            JSONOut.string(challenge.payload, into: &out)
+            out += ",\"challenge_url\":"
+            JSONOut.string(challenge.challengeURL, into: &out)
+            out += "}"
+        }
+        return out + "}"
+    }
+}
+
+extension VaultError.Code {
+    /// A request field with a value of the wrong form.
+    public static let requestFieldInvalid = VaultError.Code(rawValue: "REQUEST_FIELD_INVALID")
+    /// An amount that is not a positive integer in minor units (or is beyond the sanity bound).
+    public static let amountInvalid = VaultError.Code(rawValue: "AMOUNT_INVALID")
+    /// Not an active ISO 4217 currency code.
+    public static let currencyInvalid = VaultError.Code(rawValue: "CURRENCY_INVALID")
+}

@@ -1,0 +1,119 @@
+import Foundation
+import Hummingbird
+import Logging
+import SocketHTTP
+import VaultCrypto
+import VaultOpen
+
+/// `vault gateway`: the gateway adapter (DESIGN §1, §7). Its own process and Unix socket; the
+/// only process that holds secret keys and opens envelopes. It disables core dumps for itself
+/// before loading a key, and answers only peers on its allow-list (by default its own uid; in
+/// production the sidecar's).
+public struct GatewayServer: Sendable {
+    public struct Configuration: Sendable {
+        public var socketPath = "gateway.sock"
+        public var socketMode: mode_t = 0o600
+        public var socketGroup: gid_t?
+        /// A directory of `*.key` files (and optionally `fingerprint.fk`); nil: `$CREDENTIALS_DIRECTORY`.
+        public var keysDirectory: String?
+        public var processor = ProcessorChoice.sandbox(ledgerPath: "gateway-sandbox.sqlite")
+        /// uids allowed to call (default: this process's own).
+        public var allowedUIDs: Set<UInt32> = [getuid()]
+        public init() {}
+    }
+
+    public enum ProcessorChoice: Sendable, Equatable {
+        case sandbox(ledgerPath: String)
+    }
+
+    public let configuration: Configuration
+    public let logger: Logger
+
+    public init(configuration: Configuration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        umask(0o077)
+        guard ProcessHardening.disableCoreDumps() else {
+            throw VaultError(.hardeningFailed, "cannot disable core dumps (prctl PR_SET_DUMPABLE / RLIMIT_CORE): refusing to load secret keys")
+        }
+        if let gid = configuration.socketGroup { try SocketFile.checkCanChown(to: gid) }
+        let keys = try GatewayKeys.load(directory: configuration.keysDirectory)
+        let processor: any PaymentProcessor
+        switch configuration.processor {
+        case .sandbox(let path):
+            do { processor = try SandboxProcessor(ledgerPath: path) } catch {
+                throw VaultError(.gatewayLedgerUnavailable, "cannot open the sandbox ledger at \(path)")
+            }
+        }
+        let router = Router(context: VaultRequestContext.self)
+        router.add(middleware: UIDAllowListMiddleware(allowed: configuration.allowedUIDs))
+        GatewayRoutes(opener: EnvelopeOpener(ring: keys.ring, fingerprintKey: keys.fingerprintKey), processor: processor).register(on: router)
+        try SocketFile.prepare(configuration.socketPath)
+        let socketPath = configuration.socketPath, mode = configuration.socketMode, group = configuration.socketGroup
+        let logger = self.logger
+        let app = Application(
+            router: router,
+            server: .http1(additionalChannelHandlers: [PeerCredentialsHandler()]),
+            configuration: .init(address: .unixDomainSocket(path: socketPath), serverName: "vault-gateway"),
+            onServerRunning: { channel in
+                guard SocketFile.apply(path: socketPath, mode: mode, group: group, logger: logger) else {
+                    try? await channel.close()
+                    return
+                }
+                logger.notice("vault gateway listening", metadata: [
+                    "socket": "\(socketPath)", "kids": "\(keys.ring.kids.map(\.rawValue).joined(separator: ","))",
+                    "processor": "\(processor.name)",
+                ])
+            },
+            logger: logger)
+        try await app.runService()
+    }
+}
+
+/// The gateway's keys: every `*.key` (mode 0600) of a directory, and `fingerprint.fk` if there.
+struct GatewayKeys {
+    let ring: KeyRing
+    let fingerprintKey: FingerprintKey?
+
+    static func load(directory: String?) throws(VaultError) -> GatewayKeys {
+        guard let dir = directory ?? ProcessInfo.processInfo.environment["CREDENTIALS_DIRECTORY"] else {
+            throw VaultError(.keyFileNotFound, "give --keys DIR or run with systemd credentials ($CREDENTIALS_DIRECTORY)")
+        }
+        let names: [String]
+        do { names = try FileManager.default.contentsOfDirectory(atPath: dir).sorted() } catch {
+            throw VaultError(.keyFileNotFound, "cannot read the keys directory \(dir)", field: dir)
+        }
+        let paths = names.filter { $0.hasSuffix(".key") }.map { dir + "/" + $0 }
+        guard !paths.isEmpty else {
+            throw VaultError(.keyFileNotFound, "no secret key (*.key) in \(dir)", field: dir)
+        }
+        let ring = try KeyRing(paths: paths)
+        let fk = names.contains(KeyFiles.fingerprintKeyFileName)
+            ? try KeyFiles.loadFingerprintKey(path: dir + "/" + KeyFiles.fingerprintKeyFileName) : nil
+        return GatewayKeys(ring: ring, fingerprintKey: fk)
+    }
+}
+
+/// Only the listed uids may call the gateway (403 `PEER_NOT_ALLOWED` otherwise).
+struct UIDAllowListMiddleware: RouterMiddleware {
+    typealias Context = VaultRequestContext
+    let allowed: Set<UInt32>
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard let peer = context.peer, allowed.contains(peer.uid) else {
+            context.logger.notice("peer refused", metadata: ["uid": "\(context.peer.map { String($0.uid) } ?? "?")"])
+            throw APIError(.forbidden, "PEER_NOT_ALLOWED", "only the sidecar may call the gateway")
+        }
+        return try await next(request, context)
+    }
+}
+
+extension VaultError.Code {
+    /// Core dumps could not be disabled: the gateway refuses to hold secret keys.
+    public static let hardeningFailed = VaultError.Code(rawValue: "HARDENING_FAILED")
+    /// The sandbox processor's ledger cannot be opened.
+    public static let gatewayLedgerUnavailable = VaultError.Code(rawValue: "GATEWAY_LEDGER_UNAVAILABLE")
+}

@@ -1,0 +1,76 @@
+import Foundation
+import Logging
+import VaultCrypto
+
+/// The socket file of a server: stale files, mode and group.
+public enum SocketFile {
+    /// Removes a stale socket file (nothing listening); refuses when a server is still there.
+    /// - Throws: `SOCKET_PATH_IN_USE`.
+    public static func prepare(_ path: String) throws(VaultError) {
+        var st = stat()
+        guard lstat(path, &st) == 0 else { return }
+        guard (st.st_mode & S_IFMT) == S_IFSOCK else {
+            throw VaultError(.socketPathInUse, "\(path) exists and is not a socket")
+        }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        _ = withUnsafeMutableBytes(of: &addr.sun_path) { buf in path.utf8CString.withUnsafeBytes { buf.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0.prefix(buf.count - 1))) } }
+        let connected = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        } == 0
+        if connected { throw VaultError(.socketPathInUse, "a server is already listening on \(path)") }
+        unlink(path)
+    }
+
+    /// Resolves a group given by name or number.
+    /// - Throws: `SOCKET_GROUP_UNKNOWN`.
+    public static func groupID(_ text: String) throws(VaultError) -> gid_t {
+        if let gid = gid_t(text) { return gid }
+        guard let entry = getgrnam(text) else {
+            throw VaultError(.socketGroupUnknown, "no group named \(JSONReader.printable(text))")
+        }
+        return entry.pointee.gr_gid
+    }
+
+    /// Only root may give a file to a group it is not in: refuse before binding anything.
+    /// - Throws: `SOCKET_GROUP_UNKNOWN`.
+    public static func checkCanChown(to gid: gid_t) throws(VaultError) {
+        if geteuid() == 0 || getegid() == gid { return }
+        var groups = [gid_t](repeating: 0, count: Int(getgroups(0, nil)))
+        let n = getgroups(Int32(groups.count), &groups)
+        guard n >= 0, groups.prefix(Int(n)).contains(gid) else {
+            throw VaultError(.socketGroupUnknown, "this process is not in group \(gid), so it cannot give the socket to it")
+        }
+    }
+
+    /// Gives the bound socket its group and mode. False (and logged) when that fails: the caller
+    /// then closes the server rather than serve on a socket with the wrong owner.
+    public static func apply(path: String, mode: mode_t, group: gid_t?, logger: Logger) -> Bool {
+        if let group, chown(path, uid_t.max, group) != 0 {
+            logger.critical("cannot give the socket to its group", metadata: ["gid": "\(group)", "errno": "\(errno)"])
+            return false
+        }
+        guard chmod(path, mode) == 0 else {
+            logger.critical("cannot set the socket's mode", metadata: ["mode": "\(String(mode, radix: 8))", "errno": "\(errno)"])
+            return false
+        }
+        return true
+    }
+}
+
+extension VaultError.Code {
+    /// The socket path belongs to a running server or is not a socket.
+    public static let socketPathInUse = VaultError.Code(rawValue: "SOCKET_PATH_IN_USE")
+    /// `--socket-group` names no group, or one this process may not give files to.
+    public static let socketGroupUnknown = VaultError.Code(rawValue: "SOCKET_GROUP_UNKNOWN")
+    /// The request body is not JSON of the expected shape.
+    public static let requestMalformed = VaultError.Code(rawValue: "REQUEST_MALFORMED")
+    /// A required request field is absent.
+    public static let requestFieldMissing = VaultError.Code(rawValue: "REQUEST_FIELD_MISSING")
+    /// Both of two exclusive fields were given.
+    public static let requestAmbiguous = VaultError.Code(rawValue: "REQUEST_AMBIGUOUS")
+    /// A request field that does not exist.
+    public static let requestFieldUnknown = VaultError.Code(rawValue: "REQUEST_FIELD_UNKNOWN")
+}

@@ -1,0 +1,71 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import ArgumentParser
+import Gateway
+import Logging
+import SocketHTTP
+import VaultCrypto
+
+/// `vault gateway`: the gateway adapter, the only process that opens envelopes (DESIGN §1, §7).
+struct GatewayCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "gateway",
+        abstract: "Run the gateway adapter: open envelopes with the secret key and charge them (own process and socket).",
+        discussion: """
+            The keys directory holds secret keys (*.key, mode 0600) and optionally fingerprint.fk; without \
+            --keys, $CREDENTIALS_DIRECTORY (systemd LoadCredential=) is used. Core dumps are disabled before \
+            a key is loaded. Only the uids given with --allow-uid may call it (default: its own uid); in \
+            production that is the sidecar's user. Stops gracefully on SIGTERM or SIGINT.
+
+            Examples:
+              vault gateway --keys /etc/vault/gateway-keys --socket /run/vault/gateway.sock --allow-uid 998
+              vault gateway --processor sandbox:/var/lib/vault/sandbox.sqlite
+            """
+    )
+
+    @Option(help: "Unix socket path.")
+    var socket = "gateway.sock"
+
+    @Option(help: "Socket file mode (octal).")
+    var socketMode = "600"
+
+    @Option(help: "Group owning the socket (name or gid).")
+    var socketGroup: String?
+
+    @Option(help: "Keys directory with *.key files (default: $CREDENTIALS_DIRECTORY).")
+    var keys: String?
+
+    @Option(help: "Processor: sandbox or sandbox:LEDGER.sqlite (the sandbox's durable charge ledger).")
+    var processor = "sandbox"
+
+    @Option(help: "A uid allowed to call the gateway (repeatable; default: this process's uid).")
+    var allowUid: [UInt32] = []
+
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    var logLevel = "info"
+
+    func run() async throws {
+        var logger = Logger(label: "vault.gateway")
+        logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
+        var config = GatewayServer.Configuration()
+        config.socketPath = socket
+        guard let mode = mode_t(socketMode, radix: 8) else { throw ValidationError("--socket-mode is octal, e.g. 600") }
+        config.socketMode = mode
+        config.keysDirectory = keys
+        if !allowUid.isEmpty { config.allowedUIDs = Set(allowUid) }
+        if processor == "sandbox" {
+            config.processor = .sandbox(ledgerPath: "gateway-sandbox.sqlite")
+        } else if processor.hasPrefix("sandbox:"), processor.count > 8 {
+            config.processor = .sandbox(ledgerPath: String(processor.dropFirst(8)))
+        } else {
+            throw ValidationError("--processor is sandbox or sandbox:PATH (relay: next release)")
+        }
+        do {
+            config.socketGroup = try socketGroup.map { (g) throws(VaultError) in try SocketFile.groupID(g) }
+            try await GatewayServer(configuration: config, logger: logger).run()
+        } catch let error as VaultError {
+            throw fail(error)
+        }
+    }
+}

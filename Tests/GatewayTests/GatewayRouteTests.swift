@@ -1,0 +1,169 @@
+import CardRules
+import Foundation
+import Gateway
+import Hummingbird
+import HummingbirdTesting
+import Money
+import SocketHTTP
+import Testing
+import VaultCrypto
+import VaultOpen
+
+/// The gateway adapter's authorize route with the sandbox processor, through the router: every
+/// test card's outcome, idempotency by payment id (durable), refusals of bad envelopes, and
+/// answers that never carry card data.
+@Suite struct GatewayRouteTests {
+    struct Fixture {
+        let dir: String
+        let publicKey: PublicKey
+        let ring: KeyRing
+        var ledger: String { dir + "/sandbox.sqlite" }
+
+        init() throws {
+            dir = NSTemporaryDirectory() + "vault-gateway-" + UUID().uuidString
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            let kid = try KeyFiles.generateKeyPair(directory: dir)
+            publicKey = try KeyFiles.loadPublicKey(path: "\(dir)/\(kid.rawValue).pub")
+            ring = try KeyRing(paths: ["\(dir)/\(kid.rawValue).key"])
+        }
+
+        func envelope(_ pan: String, cvc: String? = "123", year: Int = 2030, to key: PublicKey? = nil) throws -> CardEnvelope {
+            let card = try CardData(
+                number: SecureBytes(Array(pan.utf8)), expiry: CardExpiry(month: 12, year: year), cvc: cvc.map { SecureBytes(Array($0.utf8)) })
+            // Sealed "in" 2020 so that a card that has expired since can still be sealed.
+            return try CardEnvelope.seal(card, to: key ?? publicKey, fingerprintKey: nil, now: CalendarMonth(year: 2020, month: 1))
+        }
+
+        func withApp(_ body: @escaping @Sendable (any TestClientProtocol) async throws -> Void) async throws {
+            let router = Router()
+            GatewayRoutes(opener: EnvelopeOpener(ring: ring), processor: try SandboxProcessor(ledgerPath: ledger)).register(on: router)
+            try await Application(router: router).test(.router, body)
+        }
+
+        func remove() { try? FileManager.default.removeItem(atPath: dir) }
+    }
+
+    static func authorize(_ client: any TestClientProtocol, _ body: String) async throws -> (Int, [String: Any], String) {
+        try await client.execute(uri: "/v1/authorize", method: .post, headers: [.contentType: "application/json"], body: ByteBuffer(string: body)) { r in
+            let text = String(buffer: r.body)
+            return (Int(r.status.code), (try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]) ?? [:], text)
+        }
+    }
+
+    static func request(_ envelope: CardEnvelope, payment: String = RandomID.make(prefix: "pay_"), amount: Int = 1050, currency: String = "EUR") -> String {
+        #"{"payment_id":"\#(payment)","amount":\#(amount),"currency":"\#(currency)","envelope":\#(envelope.json)}"#
+    }
+
+    @Test(arguments: [
+        ("4242424242424242", "succeeded", nil),
+        ("5555555555554444", "succeeded", nil),
+        ("4000000000000002", "declined", "generic_decline"),
+        ("4000000000009995", "declined", "insufficient_funds"),
+        ("4000000000000069", "declined", "expired_card"),
+        ("4000000000000127", "declined", "incorrect_cvc"),
+        ("4000000000000119", "declined", "processing_error"),
+        ("4000000000003220", "requires_action", nil),
+    ] as [(String, String, String?)])
+    func sandboxOutcomes(pan: String, status: String, declineCode: String?) async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        let envelope = try f.envelope(pan)
+        try await f.withApp { client in
+            let (code, json, text) = try await Self.authorize(client, Self.request(envelope))
+            #expect(code == 200, "\(text)")
+            #expect(json["status"] as? String == status)
+            #expect(json["decline_code"] as? String == declineCode)
+            if status == "requires_action" {
+                let next = try #require(json["next_action"] as? [String: Any])
+                #expect(next["type"] as? String == "three_ds_challenge")
+                #expect((next["transaction_id"] as? String)?.hasPrefix("3ds_") == true)
+                #expect((next["challenge_url"] as? String)?.isEmpty == false)
+            }
+            #expect(!text.contains(pan) && !text.contains(String(pan.suffix(8))), "card data in the answer")
+        }
+    }
+
+    @Test func anExpiredCardIsDeclinedByTheSandbox() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        let envelope = try f.envelope("4242424242424242", year: 2021)
+        try await f.withApp { client in
+            let (_, json, _) = try await Self.authorize(client, Self.request(envelope))
+            #expect(json["status"] as? String == "declined" && json["decline_code"] as? String == "expired_card")
+        }
+    }
+
+    /// A retry of a payment id returns the first outcome and reference, also from a new process
+    /// (a new SandboxProcessor on the same ledger), and charges nothing more.
+    @Test func idempotentByPaymentIDAcrossRestarts() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        let envelope = try f.envelope("4242424242424242")
+        let payment = RandomID.make(prefix: "pay_")
+        let first = ThreadSafeBox<String>()
+        try await f.withApp { client in
+            let (_, a, _) = try await Self.authorize(client, Self.request(envelope, payment: payment))
+            let results = try await withThrowingTaskGroup(of: String?.self) { group in
+                for _ in 0..<8 { group.addTask { try await Self.authorize(client, Self.request(envelope, payment: payment)).1["reference"] as? String } }
+                return try await group.reduce(into: [String?]()) { $0.append($1) }
+            }
+            #expect(Set(results).count == 1 && results.first == a["reference"] as? String)
+            first.value = a["reference"] as? String
+        }
+        try await f.withApp { client in
+            let (_, b, _) = try await Self.authorize(client, Self.request(envelope, payment: payment))
+            #expect(b["reference"] as? String == first.value)
+            let (_, other, _) = try await Self.authorize(client, Self.request(envelope))
+            #expect(other["reference"] as? String != first.value)
+        }
+    }
+
+    @Test func badEnvelopesAndRequestsAreRefusedWithCodes() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        let good = try f.envelope("4242424242424242")
+        var tampered = good
+        tampered.fields[.pan] = good.fields[.exp]          // a field moved to another slot
+        var lying = good
+        lying.card = try f.envelope("5555555555554444").card   // metadata of another card
+        let foreign = try f.envelope("4242424242424242", to: try PublicKey(rawBytes: Array(repeating: 3, count: 32)))
+        let tamperedRequest = Self.request(tampered), lyingRequest = Self.request(lying)
+        try await f.withApp { client in
+            let cases: [(String, Int, String)] = [
+                (tamperedRequest, 422, "ENVELOPE_FIELD_CORRUPT"),
+                (lyingRequest, 422, "ENVELOPE_METADATA_MISMATCH"),
+                (Self.request(foreign), 422, "KEY_MISMATCH"),
+                (Self.request(good, currency: "EUX"), 422, "CURRENCY_INVALID"),
+                (Self.request(good, currency: "eur"), 422, "CURRENCY_INVALID"),
+                (Self.request(good, amount: 0), 422, "AMOUNT_INVALID"),
+                (Self.request(good, amount: -5), 422, "AMOUNT_INVALID"),
+                (Self.request(good, payment: "pay_X;drop"), 422, "REQUEST_FIELD_INVALID"),
+                (#"{"payment_id":"pay_a","amount":5,"currency":"EUR"}"#, 422, "REQUEST_FIELD_MISSING"),
+                (#"{"payment_id":"pay_a","amount":5,"currency":"EUR","pan":"4242424242424242"}"#, 422, "REQUEST_FIELD_UNKNOWN"),
+                ("{", 400, "REQUEST_MALFORMED"),
+            ]
+            for (body, status, code) in cases {
+                let (s, json, text) = try await Self.authorize(client, body)
+                #expect(s == status, "\(code): \(text)")
+                #expect((json["error"] as? [String: Any])?["code"] as? String == code, "\(text)")
+                #expect(!text.contains("4242424242424242"))
+            }
+        }
+    }
+
+    @Test func currencies() {
+        #expect(Currency("EUR")?.exponent == 2)
+        #expect(Currency("JPY")?.exponent == 0)
+        #expect(Currency("KWD")?.exponent == 3)
+        #expect(Currency("XAU") == nil && Currency("usd") == nil && Currency("US") == nil && Currency("USDD") == nil)
+    }
+}
+
+final class ThreadSafeBox<T: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var _value: T?
+    var value: T? {
+        get { lock.withLock { _value } }
+        set { lock.withLock { _value = newValue } }
+    }
+}
