@@ -14,6 +14,8 @@ func option(_ name: String) -> String? {
     return args[i + 1]
 }
 let quick = args.contains("--quick")
+/// Only the sidecar load (sections 6); for re-measuring the server alone.
+let sidecarOnly = args.contains("--sidecar-only")
 let rounds = quick ? 3 : 7
 let iterations = quick ? 300 : 1500
 
@@ -65,7 +67,7 @@ line("| operation | ops/s | baseline (C) ops/s | ratio |")
 line("|---|---:|---:|---:|")
 
 // 1. Seal a 16-byte value.
-do {
+if !sidecarOnly {
     var out = [UInt8](repeating: 0, count: 256)
     let r = compare([
         ("c", { n in pk.bytes.withUnsafeBufferPointer { baseline_seal($0.baseAddress!, 16, Int32(n)) } }),
@@ -77,7 +79,7 @@ do {
 }
 
 // 2. Card envelope seal (3 fields) vs one crypto_box_seal, and vs the same work in C.
-do {
+if !sidecarOnly {
     let r = compare([
         ("c-seal", { n in pk.bytes.withUnsafeBufferPointer { baseline_seal($0.baseAddress!, 32, Int32(n)) } }),
         ("c-envelope", { n in pk.bytes.withUnsafeBufferPointer { baseline_envelope($0.baseAddress!, 3, 16, Int32(n)) } }),
@@ -92,7 +94,7 @@ do {
 }
 
 // Building blocks, for reading the rows above.
-do {
+if !sidecarOnly {
     let v = CardValidator()
     let r = compare([
         ("securebytes", { n in timed(n) { _ = SecureBytes(capacity: 16) { _ in 16 } } }),
@@ -105,7 +107,7 @@ do {
 }
 
 // 3. Opening (gateway zone).
-do {
+if !sidecarOnly {
     let sealed = pan.withUnsafeBytes { pk.seal($0) }
     let envelope = CardEnvelope.seal(card, metadata: metadata, to: pk)
     let opener = EnvelopeOpener(ring: ring, fingerprintKey: fingerprintKey)
@@ -139,7 +141,7 @@ func runProcess(_ path: String, _ arguments: [String], stdin: URL?, stdout: URL?
     return seconds
 }
 
-if let vault = option("--vault"), let cLines = option("--c-lines") {
+if !sidecarOnly, let vault = option("--vault"), let cLines = option("--c-lines") {
     let dir = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("vault-bench-\(getpid())")
     try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: dir) }
@@ -191,20 +193,28 @@ if let vault = option("--vault"), let cLines = option("--c-lines") {
     for _ in 0..<200 where (try? client.health()) != true { usleep(50_000) }
     let card = SecureBytes(Array(#"{"number":"4242424242424242","exp_month":12,"exp_year":2030,"cvc":"123"}"#.utf8))
     func run(_ concurrency: Int, seconds: Double, _ op: @escaping @Sendable () -> Bool) -> (rate: Double, p50: Double, p99: Double) {
-        final class Box: @unchecked Sendable { var lat: [[Double]] = []; var count = 0 }
+        final class Box: @unchecked Sendable { var lat: [[Double]] = []; var count = 0; let lock = NSLock() }
         let box = Box()
         box.lat = Array(repeating: [], count: concurrency)
         let deadline = now() + UInt64(seconds * 1e9)
         let t0 = now()
-        DispatchQueue.concurrentPerform(iterations: concurrency) { i in
-            var local: [Double] = []
-            while now() < deadline {
-                let s = now()
-                guard op() else { break }
-                local.append(Double(now() - s) / 1e6)
+        // One thread per connection (concurrentPerform would cap concurrency at the core count).
+        let done = DispatchGroup()
+        for i in 0..<concurrency {
+            done.enter()
+            let thread = Thread {
+                var local: [Double] = []
+                while now() < deadline {
+                    let s = now()
+                    guard op() else { break }
+                    local.append(Double(now() - s) / 1e6)
+                }
+                box.lock.withLock { box.lat[i] = local }
+                done.leave()
             }
-            box.lat[i] = local
+            thread.start()
         }
+        done.wait()
         let elapsed = Double(now() - t0) / 1e9
         let all = box.lat.flatMap { $0 }.sorted()
         guard !all.isEmpty else { return (0, 0, 0) }
@@ -234,5 +244,12 @@ if let vault = option("--vault"), !args.contains("--no-sidecar") {
 }
 
 if let out = option("--report") {
-    try (report.joined(separator: "\n") + "\n").write(toFile: out, atomically: true, encoding: .utf8)
+    var text = report.joined(separator: "\n") + "\n"
+    // --sidecar-only replaces the sidecar section of an existing report and keeps the rest.
+    if sidecarOnly, let old = try? String(contentsOfFile: out, encoding: .utf8),
+       let cut = old.range(of: "\nSidecar over its Unix socket") {
+        let section = text.range(of: "Sidecar over its Unix socket").map { text[$0.lowerBound...] } ?? Substring(text)
+        text = String(old[..<cut.lowerBound]) + "\n\n" + section
+    }
+    try text.write(toFile: out, atomically: true, encoding: .utf8)
 }
