@@ -58,11 +58,21 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Payments: records, idempotency and the payment store's two backends (SQLite, PostgreSQL).
+        .target(
+            name: "Payments",
+            dependencies: [
+                "VaultCrypto", "Money",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // The sidecar: Hummingbird on a Unix socket. Never depends on VaultOpen.
         .target(
             name: "Sidecar",
             dependencies: [
-                "Tokenizer", "VaultCrypto", "CardRules", "SocketHTTP", "Money",
+                "Tokenizer", "Payments", "VaultCrypto", "CardRules", "SocketHTTP", "Money",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -99,7 +109,7 @@ let package = Package(
         .testTarget(name: "VaultOpenTests", dependencies: ["VaultOpen", "VaultCrypto", "CardRules"]),
         .testTarget(
             name: "TokenizerTests",
-            dependencies: ["Tokenizer", "VaultCrypto", "CardRules", .product(name: "PostgresNIO", package: "postgres-nio")]
+            dependencies: ["Tokenizer", "Payments", "VaultCrypto", "CardRules", .product(name: "PostgresNIO", package: "postgres-nio")]
         ),
         .testTarget(
             name: "SidecarTests",

@@ -11,6 +11,9 @@ public final class SQLiteTokenStore: TokenStore {
     private let pool: DatabasePool
     private let batcher: GroupCommit
 
+    /// The database, for other tables kept in the same file (payments).
+    public var database: DatabasePool { pool }
+
     /// Opens (creating and migrating if needed) the store at `path`.
     /// - Throws: `STORE_UNAVAILABLE`.
     public init(path: String) throws(TokenStoreError) {

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import PostgresNIO
 import Testing
+import Payments
 import Tokenizer
 import VaultCrypto
 
@@ -23,9 +24,11 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
             let dir = NSTemporaryDirectory() + "vault-store-" + UUID().uuidString
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
             let path = dir + "/tokens.sqlite"
+            let store = try SQLiteTokenStore(path: path)
             return StoreHarness(
-                store: try SQLiteTokenStore(path: path), reopen: { try SQLiteTokenStore(path: path) },
-                files: [path, path + "-wal", path + "-shm"], cleanup: { try? FileManager.default.removeItem(atPath: dir) })
+                store: store, reopen: { try SQLiteTokenStore(path: path) },
+                files: [path, path + "-wal", path + "-shm"], cleanup: { try? FileManager.default.removeItem(atPath: dir) },
+                payments: { try SQLitePaymentStore(pool: store.database) })
         case .postgres:
             let socket = Backend.postgresSocket!
             let database = "vault_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
@@ -50,6 +53,11 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
                     try? await admin.client.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(database) WITH (FORCE)"))
                     admin.stop()
                 },
+                payments: {
+                    let store = PostgresPaymentStore(client: running.client)
+                    try await store.migrate()
+                    return store
+                },
                 dump: {
                     let pgDump = try FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")
                         .sorted().last.map { "/usr/lib/postgresql/\($0)/bin/pg_dump" } ?? "pg_dump"
@@ -73,6 +81,8 @@ struct StoreHarness: Sendable {
     let reopen: @Sendable () async throws -> any TokenStore
     let files: [String]
     let cleanup: @Sendable () async -> Void
+    /// A payment store in the same database (a new one on each call, as another sidecar would open).
+    var payments: @Sendable () async throws -> any PaymentStore
     /// A plain-text dump of the store (pg_dump for PostgreSQL; nil for SQLite, whose files are read).
     var dump: @Sendable () throws -> String? = { nil }
 }

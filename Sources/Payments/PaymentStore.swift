@@ -1,0 +1,127 @@
+import Foundation
+
+/// A payment as the sidecar records it: the intent (written before the gateway is called) and,
+/// once known, its outcome. No card data: a token id, an amount, codes and references.
+public struct PaymentRecord: Sendable, Equatable {
+    public enum Status: String, Sendable, CaseIterable {
+        /// The intent is recorded and the gateway may have been called; the outcome is not known yet.
+        case processing
+        case succeeded
+        case declined
+        /// Waiting for the cardholder (3-D Secure).
+        case requiresAction = "requires_action"
+        /// Refused before any charge (an envelope the gateway would not open, a token gone).
+        case failed
+
+        /// True once nothing more will happen to it.
+        public var isFinal: Bool { self == .succeeded || self == .declined || self == .failed }
+    }
+
+    /// `pay_` + 128 random bits.
+    public var id: String
+    /// The caller's key: the same key and request return this payment, never a second charge.
+    public var idempotencyKey: String
+    /// What was asked, in a canonical form (`token=…&amount=…&currency=…`), to tell a replay from
+    /// a different request under the same key.
+    public var request: String
+    public var token: String
+    /// Whether the token is single use: then at most one live payment may use it.
+    public var singleUse: Bool
+    public var amount: Int
+    public var currency: String
+    public var status: Status
+    /// The decline code (declined) or the error code (failed).
+    public var code: String?
+    /// The processor's reference.
+    public var reference: String?
+    /// For `requires_action`: the `next_action` JSON object.
+    public var nextAction: String?
+    public var createdAt: Date
+    public var updatedAt: Date
+
+    public init(
+        id: String, idempotencyKey: String, request: String, token: String, singleUse: Bool, amount: Int, currency: String,
+        status: Status = .processing, code: String? = nil, reference: String? = nil, nextAction: String? = nil,
+        createdAt: Date, updatedAt: Date? = nil
+    ) {
+        self.id = id
+        self.idempotencyKey = idempotencyKey
+        self.request = request
+        self.token = token
+        self.singleUse = singleUse
+        self.amount = amount
+        self.currency = currency
+        self.status = status
+        self.code = code
+        self.reference = reference
+        self.nextAction = nextAction
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt ?? createdAt
+    }
+}
+
+/// What `begin` found.
+public enum PaymentBegin: Sendable, Equatable {
+    /// The intent was recorded: go on and call the gateway.
+    case created
+    /// A payment with that idempotency key exists (whatever its request: the caller compares).
+    case existing(PaymentRecord)
+}
+
+/// Where payments are recorded. Two backends (SQLite, PostgreSQL), one test suite.
+///
+/// Every method that changes something returns only after the change is durable, so an intent is
+/// on disk before the gateway is called and a restart can reconcile it.
+public protocol PaymentStore: Sendable {
+    /// Records a new intent (status `processing`) unless its idempotency key is taken.
+    /// - Throws: `TOKEN_IN_USE` when the token is single use and another payment on it is
+    ///   processing, waiting for 3-D Secure or succeeded; `STORE_UNAVAILABLE`.
+    func begin(_ record: PaymentRecord) async throws(PaymentStoreError) -> PaymentBegin
+
+    /// Sets the outcome of a payment that is `processing` or `requires_action`. False when it is
+    /// already final (a late duplicate outcome changes nothing).
+    func finish(
+        _ id: String, status: PaymentRecord.Status, code: String?, reference: String?, nextAction: String?, now: Date
+    ) async throws(PaymentStoreError) -> Bool
+
+    /// Deletes an intent known never to have reached a processor (the gateway could not be
+    /// reached at all), so the same idempotency key can be tried again.
+    func abandon(_ id: String) async throws(PaymentStoreError)
+
+    /// A payment by id.
+    func get(_ id: String) async throws(PaymentStoreError) -> PaymentRecord?
+
+    /// Payments still `processing` that were last touched before `before` (to reconcile).
+    func processing(before: Date) async throws(PaymentStoreError) -> [PaymentRecord]
+}
+
+/// The payment store's error: a stable code and a message without card data.
+public struct PaymentStoreError: Error, Sendable, Equatable, CustomStringConvertible {
+    public struct Code: RawRepresentable, Hashable, Sendable {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        /// A single-use token already has a live or successful payment.
+        public static let tokenInUse = Code(rawValue: "TOKEN_IN_USE")
+        /// The store cannot be reached or refused the operation.
+        public static let unavailable = Code(rawValue: "STORE_UNAVAILABLE")
+    }
+
+    public let code: Code
+    public let message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { "\(code.rawValue): \(message)" }
+}
+
+/// Columns shared by both backends.
+enum PaymentColumns {
+    static let list = "id, idempotency_key, request, token, single_use, amount, currency, status, code, reference, next_action, created_at, updated_at"
+    /// Statuses that hold a single-use token.
+    static let holdingStatuses = "('processing','requires_action','succeeded')"
+    static func millis(_ d: Date) -> Int64 { Int64((d.timeIntervalSince1970 * 1000).rounded()) }
+    static func date(_ ms: Int64) -> Date { Date(timeIntervalSince1970: Double(ms) / 1000) }
+}

@@ -1,0 +1,145 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// Payments in PostgreSQL, shared by every sidecar of the store. `begin` is one statement
+/// (`INSERT … ON CONFLICT (idempotency_key) DO NOTHING`) backed by a partial unique index on
+/// single-use tokens, so concurrent duplicates on several hosts still make one payment.
+public final class PostgresPaymentStore: PaymentStore {
+    private let client: PostgresClient
+    private let logger: Logger
+
+    public init(client: PostgresClient, logger: Logger = Logger(label: "vault.payments.postgres")) {
+        self.client = client
+        self.logger = logger
+    }
+
+    /// Creates the table if needed, under the same advisory lock as the token schema.
+    public func migrate() async throws(PaymentStoreError) {
+        try await run("migration") { client, logger in
+            try await client.withTransaction(logger: logger) { c in
+                try await c.query("SELECT pg_advisory_xact_lock(727365001)", logger: logger)
+                try await c.query("""
+                    CREATE TABLE IF NOT EXISTS vault_payments (
+                        id TEXT PRIMARY KEY,
+                        idempotency_key TEXT NOT NULL UNIQUE,
+                        request TEXT NOT NULL,
+                        token TEXT NOT NULL,
+                        single_use BOOLEAN NOT NULL,
+                        amount BIGINT NOT NULL,
+                        currency TEXT NOT NULL,
+                        status TEXT NOT NULL,
+                        code TEXT,
+                        reference TEXT,
+                        next_action TEXT,
+                        created_at BIGINT NOT NULL,
+                        updated_at BIGINT NOT NULL
+                    )
+                    """, logger: logger)
+                try await c.query("""
+                    CREATE UNIQUE INDEX IF NOT EXISTS vault_payments_single_use_token ON vault_payments (token)
+                    WHERE single_use AND status IN ('processing','requires_action','succeeded')
+                    """, logger: logger)
+                try await c.query(
+                    "CREATE INDEX IF NOT EXISTS vault_payments_processing ON vault_payments (updated_at) WHERE status = 'processing'",
+                    logger: logger)
+            }
+        }
+    }
+
+    public func begin(_ r: PaymentRecord) async throws(PaymentStoreError) -> PaymentBegin {
+        let created = PaymentColumns.millis(r.createdAt), updated = PaymentColumns.millis(r.updatedAt)
+        let inserted: Bool = try await run("begin") { client, logger in
+            let rows = try await client.query("""
+                INSERT INTO vault_payments (\(unescaped: PaymentColumns.list))
+                VALUES (\(r.id), \(r.idempotencyKey), \(r.request), \(r.token), \(r.singleUse), \(Int64(r.amount)), \(r.currency),
+                        \(r.status.rawValue), \(r.code), \(r.reference), \(r.nextAction), \(created), \(updated))
+                ON CONFLICT (idempotency_key) DO NOTHING RETURNING id
+                """, logger: logger)
+            for try await _ in rows { return true }
+            return false
+        }
+        if inserted { return .created }
+        guard let existing = try await fetch("idempotency_key", r.idempotencyKey).first else {
+            throw PaymentStoreError(.unavailable, "a payment with that idempotency key vanished while being read")
+        }
+        return .existing(existing)
+    }
+
+    public func finish(
+        _ id: String, status: PaymentRecord.Status, code: String?, reference: String?, nextAction: String?, now: Date
+    ) async throws(PaymentStoreError) -> Bool {
+        let t = PaymentColumns.millis(now)
+        return try await run("finish") { client, logger in
+            let rows = try await client.query("""
+                UPDATE vault_payments SET status = \(status.rawValue), code = \(code), reference = \(reference),
+                    next_action = \(nextAction), updated_at = \(t)
+                WHERE id = \(id) AND status IN ('processing', 'requires_action') RETURNING id
+                """, logger: logger)
+            for try await _ in rows { return true }
+            return false
+        }
+    }
+
+    public func abandon(_ id: String) async throws(PaymentStoreError) {
+        try await run("abandon") { client, logger in
+            try await client.query("DELETE FROM vault_payments WHERE id = \(id) AND status = 'processing'", logger: logger)
+        }
+    }
+
+    public func get(_ id: String) async throws(PaymentStoreError) -> PaymentRecord? {
+        try await fetch("id", id).first
+    }
+
+    public func processing(before: Date) async throws(PaymentStoreError) -> [PaymentRecord] {
+        let t = PaymentColumns.millis(before)
+        return try await select("""
+            SELECT \(unescaped: PaymentColumns.list) FROM vault_payments
+            WHERE status = 'processing' AND updated_at < \(t) ORDER BY updated_at LIMIT 100
+            """)
+    }
+
+    private func fetch(_ column: String, _ value: String) async throws(PaymentStoreError) -> [PaymentRecord] {
+        column == "id"
+            ? try await select("SELECT \(unescaped: PaymentColumns.list) FROM vault_payments WHERE id = \(value)")
+            : try await select("SELECT \(unescaped: PaymentColumns.list) FROM vault_payments WHERE idempotency_key = \(value)")
+    }
+
+    private func select(_ query: PostgresQuery) async throws(PaymentStoreError) -> [PaymentRecord] {
+        try await run("lookup") { client, logger in
+            var out: [PaymentRecord] = []
+            let rows = try await client.query(query, logger: logger)
+            for try await row in rows {
+                let c = row.makeRandomAccess()
+                out.append(PaymentRecord(
+                    id: try c[0].decode(String.self), idempotencyKey: try c[1].decode(String.self), request: try c[2].decode(String.self),
+                    token: try c[3].decode(String.self), singleUse: try c[4].decode(Bool.self), amount: Int(try c[5].decode(Int64.self)),
+                    currency: try c[6].decode(String.self),
+                    status: PaymentRecord.Status(rawValue: try c[7].decode(String.self)) ?? .failed,
+                    code: try c[8].decode(String?.self), reference: try c[9].decode(String?.self), nextAction: try c[10].decode(String?.self),
+                    createdAt: PaymentColumns.date(try c[11].decode(Int64.self)), updatedAt: PaymentColumns.date(try c[12].decode(Int64.self))))
+            }
+            return out
+        }
+    }
+
+    /// Runs `body`; the single-use index's violation is `TOKEN_IN_USE`, anything else
+    /// `STORE_UNAVAILABLE` with the SQLSTATE only.
+    private func run<T: Sendable>(_ what: String, _ body: (PostgresClient, Logger) async throws -> T) async throws(PaymentStoreError) -> T {
+        do {
+            do {
+                return try await body(client, logger)
+            } catch let wrapped as PostgresTransactionError {
+                throw wrapped.closureError ?? wrapped.beginError ?? wrapped.commitError ?? wrapped
+            }
+        } catch let error as PSQLError {
+            let state = error.serverInfo?[.sqlState]
+            if state == "23505" {
+                throw PaymentStoreError(.tokenInUse, "this single-use token already has a payment in progress or succeeded")
+            }
+            throw PaymentStoreError(.unavailable, "PostgreSQL \(what) failed (\(state.map { "SQLSTATE \($0)" } ?? "\(error.code)"))")
+        } catch {
+            throw PaymentStoreError(.unavailable, "PostgreSQL \(what) failed (\(type(of: error)))")
+        }
+    }
+}

@@ -1,0 +1,124 @@
+import Foundation
+import GRDB
+
+/// Payments in the embedded SQLite database (the same file as the tokens; WAL, synchronous=FULL).
+/// Each change is one write transaction, so an intent is durable before `begin` returns.
+public final class SQLitePaymentStore: PaymentStore {
+    private let pool: DatabasePool
+
+    /// A store over `pool` (e.g. `SQLiteTokenStore.database`); creates its table if needed.
+    /// - Throws: `STORE_UNAVAILABLE`.
+    public init(pool: DatabasePool) throws(PaymentStoreError) {
+        self.pool = pool
+        var m = DatabaseMigrator()
+        m.registerMigration("payments-v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE payments (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    idempotency_key TEXT NOT NULL UNIQUE,
+                    request TEXT NOT NULL,
+                    token TEXT NOT NULL,
+                    single_use INTEGER NOT NULL,
+                    amount INTEGER NOT NULL,
+                    currency TEXT NOT NULL,
+                    status TEXT NOT NULL,
+                    code TEXT,
+                    reference TEXT,
+                    next_action TEXT,
+                    created_at INTEGER NOT NULL,
+                    updated_at INTEGER NOT NULL
+                );
+                CREATE UNIQUE INDEX payments_single_use_token ON payments(token)
+                    WHERE single_use = 1 AND status IN \(PaymentColumns.holdingStatuses);
+                CREATE INDEX payments_processing ON payments(updated_at) WHERE status = 'processing';
+                """)
+        }
+        do { try m.migrate(pool) } catch {
+            throw PaymentStoreError(.unavailable, "cannot create the payments table: \(Self.describe(error))")
+        }
+    }
+
+    public func begin(_ r: PaymentRecord) async throws(PaymentStoreError) -> PaymentBegin {
+        try await write { db in
+            if let row = try Row.fetchOne(db, sql: "SELECT \(PaymentColumns.list) FROM payments WHERE idempotency_key = ?", arguments: [r.idempotencyKey]) {
+                return .existing(Self.record(row))
+            }
+            if r.singleUse, try Bool.fetchOne(
+                db, sql: "SELECT 1 FROM payments WHERE token = ? AND single_use = 1 AND status IN \(PaymentColumns.holdingStatuses)",
+                arguments: [r.token]) == true {
+                throw PaymentStoreError(.tokenInUse, "this single-use token already has a payment in progress or succeeded")
+            }
+            try db.execute(
+                sql: "INSERT INTO payments (\(PaymentColumns.list)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                arguments: [r.id, r.idempotencyKey, r.request, r.token, r.singleUse, r.amount, r.currency, r.status.rawValue,
+                            r.code, r.reference, r.nextAction, PaymentColumns.millis(r.createdAt), PaymentColumns.millis(r.updatedAt)])
+            return .created
+        }
+    }
+
+    public func finish(
+        _ id: String, status: PaymentRecord.Status, code: String?, reference: String?, nextAction: String?, now: Date
+    ) async throws(PaymentStoreError) -> Bool {
+        try await write { db in
+            try db.execute(
+                sql: """
+                    UPDATE payments SET status = ?, code = ?, reference = ?, next_action = ?, updated_at = ?
+                    WHERE id = ? AND status IN ('processing', 'requires_action')
+                    """,
+                arguments: [status.rawValue, code, reference, nextAction, PaymentColumns.millis(now), id])
+            return db.changesCount > 0
+        }
+    }
+
+    public func abandon(_ id: String) async throws(PaymentStoreError) {
+        try await write { db in try db.execute(sql: "DELETE FROM payments WHERE id = ? AND status = 'processing'", arguments: [id]) }
+    }
+
+    public func get(_ id: String) async throws(PaymentStoreError) -> PaymentRecord? {
+        do {
+            return try await pool.read { db in
+                try Row.fetchOne(db, sql: "SELECT \(PaymentColumns.list) FROM payments WHERE id = ?", arguments: [id]).map(Self.record)
+            }
+        } catch {
+            throw PaymentStoreError(.unavailable, "payment lookup failed: \(Self.describe(error))")
+        }
+    }
+
+    public func processing(before: Date) async throws(PaymentStoreError) -> [PaymentRecord] {
+        do {
+            return try await pool.read { db in
+                try Row.fetchAll(
+                    db, sql: "SELECT \(PaymentColumns.list) FROM payments WHERE status = 'processing' AND updated_at < ? ORDER BY updated_at LIMIT 100",
+                    arguments: [PaymentColumns.millis(before)]
+                ).map(Self.record)
+            }
+        } catch {
+            throw PaymentStoreError(.unavailable, "payment lookup failed: \(Self.describe(error))")
+        }
+    }
+
+    static func record(_ row: Row) -> PaymentRecord {
+        PaymentRecord(
+            id: row["id"], idempotencyKey: row["idempotency_key"], request: row["request"], token: row["token"],
+            singleUse: row["single_use"], amount: row["amount"], currency: row["currency"],
+            status: PaymentRecord.Status(rawValue: row["status"]) ?? .failed, code: row["code"], reference: row["reference"],
+            nextAction: row["next_action"], createdAt: PaymentColumns.date(row["created_at"]), updatedAt: PaymentColumns.date(row["updated_at"]))
+    }
+
+    private func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(PaymentStoreError) -> T {
+        do {
+            return try await pool.write(body)
+        } catch let error as PaymentStoreError {
+            throw error
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+            throw PaymentStoreError(.tokenInUse, "this single-use token already has a payment in progress or succeeded")
+        } catch {
+            throw PaymentStoreError(.unavailable, "payment write failed: \(Self.describe(error))")
+        }
+    }
+
+    static func describe(_ error: any Error) -> String {
+        if let e = error as? DatabaseError { return "SQLite error \(e.resultCode.rawValue) (\(e.resultCode))" }
+        return String(describing: type(of: error))
+    }
+}
