@@ -15,7 +15,7 @@ import VaultOpen
 /// outcome only, never card data.
 public struct GatewayRoutes: Sendable {
     public static let maxBodyBytes = 16 * 1024
-    public static let documentedRoutes = ["POST /v1/authorize", "GET /v1/health"]
+    public static let documentedRoutes = ["POST /v1/authorize", "GET /v1/authorizations/{payment_id}", "GET /v1/health"]
 
     let opener: EnvelopeOpener
     let processor: any PaymentProcessor
@@ -28,6 +28,18 @@ public struct GatewayRoutes: Sendable {
     public func register<Context: RequestContext>(on router: Router<Context>) {
         router.get("/v1/health") { _, _ in JSONOut.response(.ok, "{\"status\":\"ok\",\"processor\":\"\(processor.name)\"}") }
         router.post("/v1/authorize") { request, context in try await self.authorize(request, logger: context.logger) }
+        // The recorded outcome of a payment id (404 AUTHORIZATION_NOT_FOUND: never seen, nothing charged).
+        router.get("/v1/authorizations/:payment") { _, context in
+            let id = context.parameters.get("payment") ?? ""
+            let outcome: AuthorizationOutcome?
+            do { outcome = try await processor.outcome(of: id) } catch {
+                throw APIError(.serviceUnavailable, "GATEWAY_UNAVAILABLE", "the processor could not be asked")
+            }
+            guard let outcome else {
+                throw APIError(.notFound, "AUTHORIZATION_NOT_FOUND", "the processor has no authorization for this payment id")
+            }
+            return JSONOut.response(.ok, Self.json(outcome))
+        }
     }
 
     struct Parsed {
@@ -53,6 +65,8 @@ public struct GatewayRoutes: Sendable {
             do throws(VaultError) { card = try opener.open(parsed.envelope) } catch { throw APIError(error) }
             outcome = try await processor.authorize(
                 AuthorizationRequest(paymentID: parsed.paymentID, amount: parsed.amount, currency: parsed.currency), card: card)
+        } catch is PaymentIDReused {
+            throw APIError(.conflict, "PAYMENT_ID_REUSED", "this payment id was already used with another amount, currency or card")
         } catch let error as ProcessorUnavailable {
             logger.warning("processor unavailable", metadata: ["payment": "\(parsed.paymentID)", "reason": "\(error.reason)"])
             throw APIError(.serviceUnavailable, "GATEWAY_UNAVAILABLE", "the processor could not be reached; nothing was charged, retry with the same payment id")

@@ -59,12 +59,22 @@ public struct ProcessorUnavailable: Error, Sendable, CustomStringConvertible {
     public var description: String { "GATEWAY_UNAVAILABLE: \(reason)" }
 }
 
+/// A payment id already charged with another amount, currency or card (409 `PAYMENT_ID_REUSED`).
+public struct PaymentIDReused: Error, Sendable {
+    public init() {}
+}
+
 /// Where charges go: the built-in sandbox, or a real processor through the relay.
 ///
-/// `authorize` must be idempotent by `paymentID`: a second call with the same id returns the
-/// first outcome and charges nothing more. The card is in clear only for the call's duration.
+/// `authorize` must be idempotent by `paymentID`: a second call with the same id and request
+/// returns the first outcome and charges nothing more; with another request it throws
+/// `PaymentIDReused`. The card is in clear only for the call's duration.
 public protocol PaymentProcessor: Sendable {
     /// A short name for logs and metrics (`sandbox`, `relay`).
     var name: String { get }
-    func authorize(_ request: AuthorizationRequest, card: OpenedCard) async throws(ProcessorUnavailable) -> AuthorizationOutcome
+    /// - Throws: `ProcessorUnavailable`, `PaymentIDReused`.
+    func authorize(_ request: AuthorizationRequest, card: OpenedCard) async throws -> AuthorizationOutcome
+    /// The outcome recorded for a payment id, or nil if the processor never saw it (reconciling
+    /// after a crash: nil means nothing was charged).
+    func outcome(of paymentID: String) async throws(ProcessorUnavailable) -> AuthorizationOutcome?
 }

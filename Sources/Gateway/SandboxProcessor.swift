@@ -55,7 +55,8 @@ public final class SandboxProcessor: PaymentProcessor {
                     decline_code TEXT,
                     reference TEXT,
                     transaction_id TEXT,
-                    created_at INTEGER NOT NULL
+                    created_at INTEGER NOT NULL,
+                    envelope_id TEXT NOT NULL DEFAULT ''
                 )
                 """)
         }
@@ -63,11 +64,18 @@ public final class SandboxProcessor: PaymentProcessor {
         self.now = now
     }
 
-    public func authorize(_ request: AuthorizationRequest, card: OpenedCard) async throws(ProcessorUnavailable) -> AuthorizationOutcome {
+    public func authorize(_ request: AuthorizationRequest, card: OpenedCard) async throws -> AuthorizationOutcome {
         let decided = decide(request, card: card)
         do {
             return try await db.write { db in
-                if let row = try Row.fetchOne(db, sql: "SELECT status, decline_code, reference, transaction_id FROM sandbox_charges WHERE payment_id = ?", arguments: [request.paymentID]) {
+                if let row = try Row.fetchOne(
+                    db, sql: "SELECT status, decline_code, reference, transaction_id, amount, currency, envelope_id FROM sandbox_charges WHERE payment_id = ?",
+                    arguments: [request.paymentID]) {
+                    // A payment id is one charge: the same id with another amount, currency or card is refused.
+                    let amount: Int = row["amount"], currency: String = row["currency"], envelopeID: String = row["envelope_id"]
+                    guard amount == request.amount, currency == request.currency.code, envelopeID == card.envelopeID else {
+                        throw PaymentIDReused()
+                    }
                     return Self.outcome(row: row, base: self.challengeBase, paymentID: request.paymentID)
                 }
                 var code: String?, reference: String?, transaction: String?
@@ -77,12 +85,26 @@ public final class SandboxProcessor: PaymentProcessor {
                 case .requiresAction(let ch): transaction = ch.transactionID
                 }
                 try db.execute(
-                    sql: "INSERT INTO sandbox_charges (payment_id, amount, currency, status, decline_code, reference, transaction_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    arguments: [request.paymentID, request.amount, request.currency.code, decided.status, code, reference, transaction, Int64(self.now().timeIntervalSince1970)])
+                    sql: "INSERT INTO sandbox_charges (payment_id, amount, currency, status, decline_code, reference, transaction_id, created_at, envelope_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    arguments: [request.paymentID, request.amount, request.currency.code, decided.status, code, reference, transaction,
+                                Int64(self.now().timeIntervalSince1970), card.envelopeID])
                 return decided
             }
+        } catch let error as PaymentIDReused {
+            throw error
         } catch {
             throw ProcessorUnavailable("the sandbox ledger failed: \(error is DatabaseError ? "SQLite error" : "\(type(of: error))")")
+        }
+    }
+
+    public func outcome(of paymentID: String) async throws(ProcessorUnavailable) -> AuthorizationOutcome? {
+        do {
+            return try await db.read { db in
+                try Row.fetchOne(db, sql: "SELECT status, decline_code, reference, transaction_id FROM sandbox_charges WHERE payment_id = ?", arguments: [paymentID])
+                    .map { Self.outcome(row: $0, base: self.challengeBase, paymentID: paymentID) }
+            }
+        } catch {
+            throw ProcessorUnavailable("the sandbox ledger failed")
         }
     }
 

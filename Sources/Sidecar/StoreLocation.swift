@@ -9,7 +9,8 @@ import VaultCrypto
 /// for a Unix socket directory).
 ///
 /// TLS to PostgreSQL follows libpq's `sslmode`: `disable`, `require` (encrypted, server not
-/// verified), `verify-ca` (certificate chain checked against `sslrootcert`, or the system roots),
+/// verified; with `sslrootcert` it becomes `verify-ca`), `verify-ca` (chain checked against
+/// `sslrootcert`, which it requires),
 /// `verify-full` (chain and host name). The default is `verify-full` for a remote host and
 /// `disable` for a Unix socket or a loopback address. `sslcert`/`sslkey` give a client
 /// certificate. `prefer`/`allow` are refused: a vault does not fall back to clear text silently.
@@ -84,6 +85,12 @@ public enum StoreLocation: Sendable, Equatable {
             throw VaultError(.storeLocationInvalid, "TLS is for TCP: a Unix socket store takes no sslmode")
         }
         location.tls.rootCertificatePath = value("sslrootcert")
+        // As libpq: require with a root file checks the chain (verify-ca); verify-ca needs that
+        // file, since any publicly trusted certificate would pass a chain check on system roots.
+        if location.tls.mode == .require, location.tls.rootCertificatePath != nil { location.tls.mode = .verifyCA }
+        if location.tls.mode == .verifyCA, location.tls.rootCertificatePath == nil {
+            throw VaultError(.storeLocationInvalid, "sslmode=verify-ca needs sslrootcert=FILE (or use verify-full with the system roots)")
+        }
         location.tls.certificatePath = value("sslcert")
         location.tls.keyPath = value("sslkey")
         if (location.tls.certificatePath == nil) != (location.tls.keyPath == nil) {

@@ -47,8 +47,15 @@ public enum SocketFile {
 
     /// Gives the bound socket its group and mode. False (and logged) when that fails: the caller
     /// then closes the server rather than serve on a socket with the wrong owner.
+    /// The path must still be a socket (not a symlink put there since bind): keep the socket's
+    /// directory writable by the server's user only.
     public static func apply(path: String, mode: mode_t, group: gid_t?, logger: Logger) -> Bool {
-        if let group, chown(path, uid_t.max, group) != 0 {
+        var st = stat()
+        guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFSOCK else {
+            logger.critical("the socket path is no longer a socket", metadata: ["path": "\(path)"])
+            return false
+        }
+        if let group, lchown(path, uid_t.max, group) != 0 {
             logger.critical("cannot give the socket to its group", metadata: ["gid": "\(group)", "errno": "\(errno)"])
             return false
         }

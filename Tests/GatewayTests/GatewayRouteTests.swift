@@ -115,6 +115,11 @@ import VaultOpen
             #expect(b["reference"] as? String == first.value)
             let (_, other, _) = try await Self.authorize(client, Self.request(envelope))
             #expect(other["reference"] as? String != first.value)
+            // The same payment id for another amount or another card is refused.
+            let (s1, e1, _) = try await Self.authorize(client, Self.request(envelope, payment: payment, amount: 999))
+            #expect(s1 == 409 && (e1["error"] as? [String: Any])?["code"] as? String == "PAYMENT_ID_REUSED")
+            let (s2, _, _) = try await Self.authorize(client, Self.request(try f.envelope("4242424242424242"), payment: payment))
+            #expect(s2 == 409)
         }
     }
 

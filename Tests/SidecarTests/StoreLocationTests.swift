@@ -26,10 +26,12 @@ import VaultCrypto
         let p = try postgres("postgres://v:pw@db.internal:6543/vault?sslmode=verify-ca&sslrootcert=/etc/ca.pem")
         #expect(p.tls.mode == .verifyCA && p.tls.rootCertificatePath == "/etc/ca.pem" && p.port == 6543 && p.password == "pw")
         #expect(try postgres("postgres://v@db.internal/vault?sslmode=require").tls.mode == .require)
+        #expect(try postgres("postgres://v@db.internal/vault?sslmode=require&sslrootcert=/etc/ca.pem").tls.mode == .verifyCA)
         for bad in [
             "postgres://v@db.internal/vault?sslmode=prefer", "postgres://v@db.internal/vault?sslmode=allow",
             "postgres://v@db.internal/vault?sslmode=bogus", "postgres://v@db.internal/vault?sslcert=/c.pem",
             "postgres://v@/vault?host=/run/postgresql&sslmode=require", "postgres://v@db.internal/vault?application_name=x",
+            "postgres://v@db.internal/vault?sslmode=verify-ca",
         ] {
             #expect(throws: VaultError.self, "\(bad)") { try StoreLocation(bad) }
         }

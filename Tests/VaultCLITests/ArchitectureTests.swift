@@ -68,6 +68,26 @@ import Testing
         }
     }
 
+    /// No tracked file outside Tests/ holds a secret or fingerprint key (dev keys, demo output).
+    @Test func noKeyMaterialIsTracked() throws {
+        let git = Process()
+        git.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        git.arguments = ["git", "-C", repositoryRoot.path, "ls-files"]
+        let out = Pipe()
+        git.standardOutput = out
+        try git.run()
+        let names = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n")
+        git.waitUntilExit()
+        guard git.terminationStatus == 0 else { return }   // not a git checkout (a source tarball)
+        #expect(!names.isEmpty)
+        for name in names where !name.hasPrefix("Tests/") {
+            #expect(!name.hasPrefix(".vault-dev/"), "\(name) is demo output")
+            #expect(!name.hasSuffix(".key") && !name.hasSuffix(".fk"), "\(name) is a key file")
+            let text = (try? String(contentsOfFile: repositoryRoot.appendingPathComponent(String(name)).path, encoding: .utf8)) ?? ""
+            #expect(text.range(of: "vault:(sk|fk):v1:[A-Za-z0-9+/]{43}=", options: .regularExpression) == nil, "\(name) holds key material")
+        }
+    }
+
     @Test func noSecretKeyIsCommitted() throws {
         let keysDir = repositoryRoot.appendingPathComponent("Keys")
         for name in (try? FileManager.default.contentsOfDirectory(atPath: keysDir.path)) ?? [] {

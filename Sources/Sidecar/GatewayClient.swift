@@ -1,0 +1,106 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import VaultCrypto
+
+/// The sidecar's side of the gateway adapter's socket (`vault serve --gateway PATH`).
+///
+/// It sends sealed envelopes only; it cannot open them. Errors are classified by what is known
+/// about the charge, because that decides what the sidecar may do next:
+/// - `notSent`: the gateway was never reached, or it answered that the processor was not reached:
+///   nothing was charged, the intent can be dropped and the same idempotency key tried again;
+/// - `outcomeUnknown`: the request may have reached the processor (timeout, connection lost):
+///   the payment stays `processing` until reconciled with `outcome(of:)`;
+/// - `refused`: the gateway refused the request itself (an envelope it would not open): final.
+public struct GatewayClient: Sendable {
+    public enum Failure: Error, Sendable, Equatable {
+        case notSent(String)
+        case outcomeUnknown(String)
+        case refused(status: Int, code: String, message: String)
+    }
+
+    /// The gateway's answer to an authorization (the JSON of `GatewayRoutes.json`).
+    public struct Outcome: Sendable, Equatable {
+        public var status: String
+        public var declineCode: String?
+        public var reference: String?
+        /// The `next_action` object, as JSON text.
+        public var nextAction: String?
+    }
+
+    public let socketPath: String
+    /// How long one authorization may take before its outcome counts as unknown.
+    public var timeout: TimeAmount = .seconds(30)
+
+    public init(socketPath: String) { self.socketPath = socketPath }
+
+    /// One client for the process: a short connect timeout tells "not reached" apart quickly.
+    static let http = HTTPClient(
+        eventLoopGroupProvider: .singleton,
+        configuration: .init(timeout: .init(connect: .seconds(2), read: .seconds(30))))
+
+    /// Asks the gateway to charge `envelopeJSON` (a sealed card envelope v1).
+    public func authorize(paymentID: String, amount: Int, currency: String, envelopeJSON: String) async throws(Failure) -> Outcome {
+        let body = #"{"payment_id":"\#(paymentID)","amount":\#(amount),"currency":"\#(currency)","envelope":\#(envelopeJSON)}"#
+        let (status, text) = try await call("POST", "/v1/authorize", body: body)
+        if status == 200 { return try Self.outcome(text) }
+        let (code, message) = Self.error(text)
+        if status == 503 || code == "GATEWAY_UNAVAILABLE" { throw .notSent("the processor could not be reached: \(message)") }
+        if status == 403 { throw .notSent("the gateway refused this sidecar (PEER_NOT_ALLOWED): check its --allow-uid") }
+        throw .refused(status: status, code: code, message: message)
+    }
+
+    /// What the processor recorded for a payment id; nil when it never saw it (nothing charged).
+    public func outcome(of paymentID: String) async throws(Failure) -> Outcome? {
+        let (status, text) = try await call("GET", "/v1/authorizations/" + paymentID, body: nil)
+        if status == 404 { return nil }
+        guard status == 200 else { throw .outcomeUnknown("the gateway answered \(status)") }
+        return try Self.outcome(text)
+    }
+
+    private func call(_ method: String, _ path: String, body: String?) async throws(Failure) -> (Int, String) {
+        guard let url = URL(httpURLWithSocketPath: socketPath, uri: path) else { throw .notSent("bad gateway socket path") }
+        var request = HTTPClientRequest(url: url.absoluteString)
+        request.method = .init(rawValue: method)
+        if let body {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(string: body))
+        }
+        do {
+            let response = try await Self.http.execute(request, timeout: timeout)
+            let data = try await response.body.collect(upTo: 64 * 1024)
+            return (Int(response.status.code), String(buffer: data))
+        } catch {
+            throw Self.classify(error)
+        }
+    }
+
+    static func classify(_ error: any Error) -> Failure {
+        if let io = error as? IOError, [ENOENT, ECONNREFUSED, EACCES, ENOTSOCK].contains(io.errnoCode) {
+            return .notSent("the gateway's socket cannot be reached (errno \(io.errnoCode))")
+        }
+        if let e = error as? HTTPClientError, e == .connectTimeout {
+            return .notSent("connecting to the gateway timed out")
+        }
+        if error is NIOConnectionError { return .notSent("the gateway's socket cannot be reached") }
+        return .outcomeUnknown("the gateway call failed midway (\(type(of: error)))")
+    }
+
+    static func outcome(_ text: String) throws(Failure) -> Outcome {
+        guard let json = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
+              let status = json["status"] as? String, ["succeeded", "declined", "requires_action"].contains(status)
+        else { throw .outcomeUnknown("the gateway's answer is not an outcome") }
+        var next: String?
+        if let action = json["next_action"], let data = try? JSONSerialization.data(withJSONObject: action, options: [.sortedKeys, .withoutEscapingSlashes]) {
+            next = String(decoding: data, as: UTF8.self)
+        }
+        return Outcome(status: status, declineCode: json["decline_code"] as? String, reference: json["reference"] as? String, nextAction: next)
+    }
+
+    static func error(_ text: String) -> (String, String) {
+        let e = (try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])?["error"] as? [String: Any]
+        return (e?["code"] as? String ?? "GATEWAY_ERROR", e?["message"] as? String ?? "the gateway refused the request")
+    }
+}
