@@ -99,7 +99,7 @@ let package = Package(
         .target(
             name: "VaultCLI",
             dependencies: [
-                "VaultCrypto", "VaultOpen", "VaultClient", "CardRules", "Sidecar", "Gateway", "SocketHTTP",
+                "VaultCrypto", "VaultOpen", "VaultClient", "CardRules", "Sidecar", "Gateway", "SocketHTTP", "Payments",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -111,7 +111,10 @@ let package = Package(
         .testTarget(name: "VaultOpenTests", dependencies: ["VaultOpen", "VaultCrypto", "CardRules"]),
         .testTarget(
             name: "TokenizerTests",
-            dependencies: ["Tokenizer", "Payments", "VaultCrypto", "CardRules", .product(name: "PostgresNIO", package: "postgres-nio")]
+            dependencies: [
+                "Tokenizer", "Payments", "VaultCrypto", "CardRules",
+                .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "GRDB", package: "GRDB.swift"),
+            ]
         ),
         .testTarget(
             name: "SidecarTests",

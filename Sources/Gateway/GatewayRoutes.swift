@@ -144,12 +144,3 @@ public struct GatewayRoutes: Sendable {
         return out + "}"
     }
 }
-
-extension VaultError.Code {
-    /// A request field with a value of the wrong form.
-    public static let requestFieldInvalid = VaultError.Code(rawValue: "REQUEST_FIELD_INVALID")
-    /// An amount that is not a positive integer in minor units (or is beyond the sanity bound).
-    public static let amountInvalid = VaultError.Code(rawValue: "AMOUNT_INVALID")
-    /// Not an active ISO 4217 currency code.
-    public static let currencyInvalid = VaultError.Code(rawValue: "CURRENCY_INVALID")
-}

@@ -91,6 +91,9 @@ public protocol PaymentStore: Sendable {
     /// A payment by id.
     func get(_ id: String) async throws(PaymentStoreError) -> PaymentRecord?
 
+    /// The payment made under an idempotency key, if any.
+    func find(idempotencyKey: String) async throws(PaymentStoreError) -> PaymentRecord?
+
     /// Payments still `processing` that were last touched before `before` (to reconcile).
     func processing(before: Date) async throws(PaymentStoreError) -> [PaymentRecord]
 }

@@ -91,6 +91,10 @@ public final class PostgresPaymentStore: PaymentStore {
         try await fetch("id", id).first
     }
 
+    public func find(idempotencyKey: String) async throws(PaymentStoreError) -> PaymentRecord? {
+        try await fetch("idempotency_key", idempotencyKey).first
+    }
+
     public func processing(before: Date) async throws(PaymentStoreError) -> [PaymentRecord] {
         let t = PaymentColumns.millis(before)
         return try await select("""

@@ -84,6 +84,16 @@ public final class SQLitePaymentStore: PaymentStore {
         }
     }
 
+    public func find(idempotencyKey: String) async throws(PaymentStoreError) -> PaymentRecord? {
+        do {
+            return try await pool.read { db in
+                try Row.fetchOne(db, sql: "SELECT \(PaymentColumns.list) FROM payments WHERE idempotency_key = ?", arguments: [idempotencyKey]).map(Self.record)
+            }
+        } catch {
+            throw PaymentStoreError(.unavailable, "payment lookup failed: \(Self.describe(error))")
+        }
+    }
+
     public func processing(before: Date) async throws(PaymentStoreError) -> [PaymentRecord] {
         do {
             return try await pool.read { db in

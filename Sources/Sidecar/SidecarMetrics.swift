@@ -51,6 +51,14 @@ public final class SidecarMetrics: Sendable {
         ).increment()
     }
 
+    /// A payment answered (a replay is counted apart: it charged nothing).
+    public func payment(status: String, replayed: Bool) {
+        registry.makeCounter(
+            name: "vault_payments_total", labels: [("status", status), ("replayed", replayed ? "true" : "false")],
+            help: "Payments answered, by status; replays of an idempotency key are counted apart."
+        ).increment()
+    }
+
     /// What a sweep removed.
     public func purged(_ result: PurgeResult) {
         registry.makeCounter(name: "vault_sweeper_tokens_deleted_total", help: "Expired tokens deleted by the sweeper.")

@@ -1,6 +1,8 @@
 import CardRules
 import Foundation
+import HTTPTypes
 import Hummingbird
+import Money
 import SocketHTTP
 import Tokenizer
 import VaultCrypto
@@ -13,18 +15,25 @@ public struct SidecarRoutes: Sendable {
     let tokenizer: Tokenizer
     let validator: CardValidator
     let metrics: SidecarMetrics
+    let payments: PaymentService?
 
-    /// Routes over a tokenizer; `metrics` is what `GET /metrics` serves.
-    public init(tokenizer: Tokenizer, validator: CardValidator = CardValidator(), metrics: SidecarMetrics = SidecarMetrics()) {
+    /// Routes over a tokenizer; `metrics` is what `GET /metrics` serves; without `payments` (no
+    /// gateway configured) the payment routes answer 503 `GATEWAY_UNAVAILABLE`.
+    public init(
+        tokenizer: Tokenizer, validator: CardValidator = CardValidator(), metrics: SidecarMetrics = SidecarMetrics(),
+        payments: PaymentService? = nil
+    ) {
         self.tokenizer = tokenizer
         self.validator = validator
         self.metrics = metrics
+        self.payments = payments
     }
 
     /// Every route served, as `METHOD /path` in OpenAPI notation; a test checks it against
     /// `openapi.json` and the router.
     public static let documentedRoutes = [
         "POST /v1/tokens", "GET /v1/tokens/{token}", "DELETE /v1/tokens/{token}", "POST /v1/validate",
+        "POST /v1/payments", "GET /v1/payments/{payment}",
         "GET /v1/health", "GET /metrics", "GET /openapi.json",
     ]
 
@@ -55,6 +64,71 @@ public struct SidecarRoutes: Sendable {
             return Response(status: .noContent)
         }
         router.post("/v1/validate") { request, _ in try await self.validate(request) }
+        router.post("/v1/payments") { request, _ in try await self.createPayment(request) }
+        router.get("/v1/payments/:payment") { _, context in
+            let p = try await self.paymentService().payment(context.parameters.get("payment") ?? "")
+            return JSONOut.response(.ok, PaymentService.json(p))
+        }
+    }
+
+    func paymentService() throws(APIError) -> PaymentService {
+        guard let payments else {
+            throw APIError(.serviceUnavailable, "GATEWAY_UNAVAILABLE", "this sidecar has no gateway (vault serve --gateway PATH)")
+        }
+        return payments
+    }
+
+    /// `POST /v1/payments` `{"token","amount","currency","idempotency_key"}`: 201 with the payment,
+    /// or 200 with the first payment for a replay of the same key and request.
+    func createPayment(_ request: Request) async throws -> Response {
+        let service = try paymentService()
+        let body = try await Self.readJSONBody(request)
+        let parsed: PaymentService.Request = try body.withUnsafeReadableBytes { raw in
+            try Self.parse(raw) { (r: inout JSONReader) throws(VaultError) -> PaymentService.Request in
+                var token: String?, amount: Int?, currency: Currency?, key: String?
+                try r.readObject { (r, field) throws(VaultError) in
+                    switch field {
+                    case "token":
+                        let t = try r.readString(maxBytes: 64)
+                        guard t.hasPrefix("tok_"), t.utf8.allSatisfy({ (48...57).contains($0) || (97...122).contains($0) || $0 == 95 }) else {
+                            throw VaultError(.requestFieldInvalid, "token is tok_ and lower-case letters or digits", field: "token")
+                        }
+                        token = t
+                    case "amount":
+                        let v = try r.readInt()
+                        guard (1...Currency.maximumAmount).contains(v) else {
+                            throw VaultError(.amountInvalid, "amount is a positive integer in minor units", field: "amount")
+                        }
+                        amount = v
+                    case "currency":
+                        guard let c = Currency(try r.readString(maxBytes: 8)) else {
+                            throw VaultError(.currencyInvalid, "currency is an ISO 4217 code such as EUR or USD", field: "currency")
+                        }
+                        currency = c
+                    case "idempotency_key":
+                        let k = try r.readString(maxBytes: 255)
+                        guard !k.isEmpty, k.utf8.allSatisfy({ $0 > 32 && $0 < 127 && $0 != 34 && $0 != 92 }) else {
+                            throw VaultError(.requestFieldInvalid, "idempotency_key is 1 to 255 printable ASCII characters, no spaces or quotes", field: "idempotency_key")
+                        }
+                        key = k
+                    case "customer":
+                        throw VaultError(.requestFieldInvalid, "payments by customer are not available yet: pay with a token", field: "customer")
+                    default:
+                        throw VaultError(.requestFieldUnknown, "a payment has token, amount, currency and idempotency_key")
+                    }
+                }
+                guard let token else { throw VaultError(.requestFieldMissing, "token is missing", field: "token") }
+                guard let amount else { throw VaultError(.requestFieldMissing, "amount is missing", field: "amount") }
+                guard let currency else { throw VaultError(.requestFieldMissing, "currency is missing", field: "currency") }
+                guard let key else { throw VaultError(.requestFieldMissing, "idempotency_key is missing", field: "idempotency_key") }
+                return PaymentService.Request(token: token, amount: amount, currency: currency, idempotencyKey: key)
+            }
+        }
+        let (payment, created) = try await service.pay(parsed)
+        var response = JSONOut.response(created ? .created : .ok, PaymentService.json(payment))
+        if !created { response.headers[.idempotentReplayed] = "true" }
+        metrics.payment(status: payment.status.rawValue, replayed: !created)
+        return response
     }
 
     func createToken(_ request: Request) async throws -> Response {
@@ -175,4 +249,9 @@ public struct SidecarRoutes: Sendable {
     static func iso(_ d: Date) -> String {
         d.formatted(.iso8601)
     }
+}
+
+extension HTTPField.Name {
+    /// Set on the answer to a replayed idempotency key.
+    static let idempotentReplayed = Self("Idempotent-Replayed")!
 }

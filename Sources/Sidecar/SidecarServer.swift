@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import Logging
 import NIOCore
+import Payments
 import PostgresNIO
 import ServiceLifecycle
 import SocketHTTP
@@ -26,6 +27,10 @@ public struct SidecarServer: Sendable {
         public var sweepInterval: Duration = .seconds(30)
         /// Who may connect and do what (default: this process's own uid, every role).
         public var peers = PeerPolicy.ownerOnly
+        /// The gateway adapter's socket (payments); nil: payments answer 503.
+        public var gatewaySocket: String? = "gateway.sock"
+        /// A payment still `processing` after this long is reconciled with the gateway.
+        public var reconcileAfter: Duration = .seconds(60)
         public init() {}
     }
 
@@ -46,9 +51,12 @@ public struct SidecarServer: Sendable {
         let keys = try SidecarKeys.load(directory: configuration.keysDirectory, logger: logger)
         var services: [any Service] = []
         let store: any TokenStore
+        let paymentStore: any PaymentStore
         switch configuration.store {
         case .sqlite(let path):
-            store = try SQLiteTokenStore(path: path)
+            let sqlite = try SQLiteTokenStore(path: path)
+            store = sqlite
+            paymentStore = try SQLitePaymentStore(pool: sqlite.database)
         case .postgres(let location):
             let pgConfiguration = try location.configuration()
             try await location.probe(logger: logger)
@@ -57,20 +65,29 @@ public struct SidecarServer: Sendable {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { await client.run() }
                 try await pgStore.migrate()
+                try await PostgresPaymentStore(client: client, logger: self.logger).migrate()
                 group.cancelAll()
             }
             let serving = PostgresClient(configuration: pgConfiguration, backgroundLogger: logger)
             services.append(serving)
             store = PostgresTokenStore(client: serving, logger: logger)
+            paymentStore = PostgresPaymentStore(client: serving, logger: logger)
         }
         let metrics = SidecarMetrics()
         services.append(TokenSweeper(store: store, interval: configuration.sweepInterval, logger: logger, metrics: metrics))
         let tokenizer = Tokenizer(
             store: store, primaryKey: keys.primary, otherKeys: keys.all, fingerprintKey: keys.fingerprintKey, policy: configuration.policy)
+        let payments = configuration.gatewaySocket.map {
+            PaymentService(tokenizer: tokenizer, payments: paymentStore, gateway: GatewayClient(socketPath: $0), logger: self.logger)
+        }
+        if let payments {
+            let age = configuration.reconcileAfter
+            services.append(PaymentReconciler(payments: payments, interval: min(.seconds(15), age), age: age))
+        }
         let router = Router(context: VaultRequestContext.self)
         router.add(middleware: MetricsMiddleware(metrics: metrics))
         router.add(middleware: PeerAuthorizationMiddleware(policy: configuration.peers))
-        SidecarRoutes(tokenizer: tokenizer, metrics: metrics).register(on: router)
+        SidecarRoutes(tokenizer: tokenizer, metrics: metrics, payments: payments).register(on: router)
         try SocketFile.prepare(configuration.socketPath)
         let socketPath = configuration.socketPath, mode = configuration.socketMode, group = configuration.socketGroup
         let logger = self.logger

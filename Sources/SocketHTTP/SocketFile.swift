@@ -80,4 +80,10 @@ extension VaultError.Code {
     public static let requestAmbiguous = VaultError.Code(rawValue: "REQUEST_AMBIGUOUS")
     /// A request field that does not exist.
     public static let requestFieldUnknown = VaultError.Code(rawValue: "REQUEST_FIELD_UNKNOWN")
+    /// A request field with a value of the wrong form.
+    public static let requestFieldInvalid = VaultError.Code(rawValue: "REQUEST_FIELD_INVALID")
+    /// An amount that is not a positive integer in minor units (or is beyond the sanity bound).
+    public static let amountInvalid = VaultError.Code(rawValue: "AMOUNT_INVALID")
+    /// Not an active ISO 4217 currency code.
+    public static let currencyInvalid = VaultError.Code(rawValue: "CURRENCY_INVALID")
 }

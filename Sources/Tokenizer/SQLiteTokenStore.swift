@@ -23,6 +23,9 @@ public final class SQLiteTokenStore: TokenStore {
         }
         do {
             pool = try DatabasePool(path: path, configuration: config)
+            // GRDB's WAL set-up lowers the writer to synchronous=NORMAL after prepareDatabase:
+            // put FULL back on the writer connection, so a commit is on disk when it returns.
+            try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
             try Self.migrator.migrate(pool)
         } catch {
             throw TokenStoreError(.unavailable, "cannot open the SQLite store at \(path): \(Self.describe(error))")

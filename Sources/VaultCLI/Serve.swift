@@ -3,6 +3,7 @@ import Glibc
 #endif
 import ArgumentParser
 import Logging
+import Payments
 import Sidecar
 import SocketHTTP
 import Tokenizer
@@ -50,6 +51,12 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Allow a local user or group: uid:N=roles or gid:N=roles (roles: tokenize,pay,admin). Repeatable. Default: this process's uid, every role.")
     var allow: [String] = []
 
+    @Option(help: "The gateway adapter's socket (vault gateway), for payments.")
+    var gateway = "gateway.sock"
+
+    @Option(help: "Reconcile a payment still processing after this many seconds (a crash or lost connection).")
+    var reconcileAfter: Double = 60
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel = "info"
 
@@ -67,6 +74,9 @@ struct Serve: AsyncParsableCommand {
         }
         config.keysDirectory = keys
         config.policy = TokenPolicy(tokenTTL: tokenTTL, cvcTTL: cvcTTL)
+        config.gatewaySocket = gateway
+        guard reconcileAfter >= 1 else { throw ValidationError("--reconcile-after is at least 1 second") }
+        config.reconcileAfter = .milliseconds(Int(reconcileAfter * 1000))
         do {
             if !allow.isEmpty { config.peers = try PeerPolicy(parsing: allow) }
             config.store = try StoreLocation(store)
@@ -75,6 +85,8 @@ struct Serve: AsyncParsableCommand {
             throw fail(error)
         } catch let error as TokenStoreError {
             throw fail(VaultError(store: error))
+        } catch let error as PaymentStoreError {
+            throw fail(VaultError(VaultError.Code(rawValue: error.code.rawValue), error.message))
         }
     }
 }

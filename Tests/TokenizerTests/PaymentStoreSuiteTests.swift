@@ -33,6 +33,8 @@ import VaultCrypto
         #expect(got.status == .succeeded && got.reference == "sbx_1" && got.code == nil && got.amount == 1050 && got.currency == "EUR")
         #expect(abs(got.updatedAt.timeIntervalSince(t)) < 0.01)
         #expect(try await store.get("pay_nothing") == nil)
+        #expect(try await store.find(idempotencyKey: first.idempotencyKey)?.id == first.id)
+        #expect(try await store.find(idempotencyKey: "idem_nothing") == nil)
     }
 
     @Test(arguments: Backend.available)

@@ -1,5 +1,6 @@
 import CardRules
 import Foundation
+import GRDB
 import Logging
 import PostgresNIO
 import Testing
@@ -156,6 +157,19 @@ func record(_ envelope: CardEnvelope, token: String = RandomID.make(prefix: "tok
         #expect(error?.code == .tokenExists)
         #expect(try await store.get(r.token, now: Date())?.card.last4 == "4242")
         #expect(try await store.count() == 1)
+    }
+
+    /// A commit is on disk when it returns: the writer runs synchronous=FULL even though GRDB's
+    /// WAL set-up would lower it to NORMAL.
+    @Test func sqliteCommitsAreSynchronousFull() async throws {
+        let dir = NSTemporaryDirectory() + "vault-sync-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let store = try SQLiteTokenStore(path: dir + "/t.sqlite")
+        let level = try await store.database.write { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") }
+        #expect(level == 2, "synchronous is \(level ?? -1), not FULL (2)")
+        let mode = try await store.database.write { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") }
+        #expect(mode == "wal")
     }
 
     /// Many concurrent inserts (the SQLite store commits them in groups): every one acknowledged

@@ -1,0 +1,191 @@
+import Foundation
+import Hummingbird
+import Logging
+import Money
+import Payments
+import SocketHTTP
+import Tokenizer
+import VaultCrypto
+
+/// Payments by token (DESIGN §5, §7): the intent is recorded durably under its idempotency key
+/// before the gateway is called, the CVC is dropped before the envelope leaves, and the outcome
+/// is recorded when it comes back. A crash in between leaves the payment `processing` until the
+/// `PaymentReconciler` asks the gateway what happened; the gateway is idempotent by payment id,
+/// so nothing is ever charged twice.
+public struct PaymentService: Sendable {
+    let tokenizer: Tokenizer
+    let payments: any PaymentStore
+    let gateway: GatewayClient
+    let logger: Logger
+    let now: @Sendable () -> Date
+    /// How long a replay waits for a duplicate still in flight before answering 409.
+    let replayWait: Duration
+
+    public init(
+        tokenizer: Tokenizer, payments: any PaymentStore, gateway: GatewayClient, logger: Logger,
+        replayWait: Duration = .seconds(10), now: @escaping @Sendable () -> Date = Date.init
+    ) {
+        self.tokenizer = tokenizer
+        self.payments = payments
+        self.gateway = gateway
+        self.logger = logger
+        self.replayWait = replayWait
+        self.now = now
+    }
+
+    /// A payment request.
+    public struct Request: Sendable {
+        public var token: String
+        public var amount: Int
+        public var currency: Currency
+        public var idempotencyKey: String
+
+        /// The canonical form stored with the payment: a replay must match it exactly.
+        var canonical: String { "token=\(token)&amount=\(amount)&currency=\(currency.code)" }
+    }
+
+    /// Makes (or replays) a payment. `created` is false for a replay of an earlier request.
+    public func pay(_ request: Request) async throws(APIError) -> (payment: PaymentRecord, created: Bool) {
+        if let existing = try await store { () throws(PaymentStoreError) in try await payments.find(idempotencyKey: request.idempotencyKey) } {
+            return (try await replay(existing, request), false)
+        }
+        let token: TokenRecord
+        do throws(VaultError) { token = try await tokenizer.record(request.token) } catch { throw APIError(error) }
+        let intent = PaymentRecord(
+            id: RandomID.make(prefix: "pay_"), idempotencyKey: request.idempotencyKey, request: request.canonical, token: token.token,
+            singleUse: token.singleUse, amount: request.amount, currency: request.currency.code, createdAt: now())
+        switch try await store({ () throws(PaymentStoreError) in try await payments.begin(intent) }) {
+        case .existing(let existing): return (try await replay(existing, request), false)
+        case .created: break
+        }
+        // The CVC is never kept after the first authorization attempt: drop it before the envelope leaves.
+        do throws(TokenStoreError) {
+            _ = try await tokenizer.store.dropCVC(token.token)
+        } catch {
+            try? await payments.abandon(intent.id)
+            throw APIError(VaultError(store: error))
+        }
+        let outcome: GatewayClient.Outcome
+        do throws(GatewayClient.Failure) {
+            outcome = try await gateway.authorize(
+                paymentID: intent.id, amount: intent.amount, currency: intent.currency, envelopeJSON: token.fullEnvelope.json)
+        } catch {
+            switch error {
+            case .notSent(let why):
+                try? await payments.abandon(intent.id)
+                logger.warning("payment not sent", metadata: ["payment": "\(intent.id)", "reason": "\(why)"])
+                throw APIError(.serviceUnavailable, "GATEWAY_UNAVAILABLE", "\(why); nothing was charged, retry with the same idempotency_key")
+            case .outcomeUnknown(let why):
+                logger.error("payment outcome unknown", metadata: ["payment": "\(intent.id)", "reason": "\(why)"])
+                throw APIError(
+                    .serviceUnavailable, "GATEWAY_UNAVAILABLE",
+                    "the outcome of \(intent.id) is not known yet (\(why)); it is reconciled automatically: GET /v1/payments/\(intent.id)")
+            case .refused(_, let code, let message):
+                _ = try? await payments.finish(intent.id, status: .failed, code: code, reference: nil, nextAction: nil, now: now())
+                throw APIError(APIError.status(for: code), code, message)
+            }
+        }
+        return (try await record(outcome, for: intent), true)
+    }
+
+    /// Records a gateway outcome and consumes a single-use token that paid.
+    func record(_ outcome: GatewayClient.Outcome, for intent: PaymentRecord) async throws(APIError) -> PaymentRecord {
+        let status = PaymentRecord.Status(rawValue: outcome.status) ?? .failed
+        let t = now()
+        _ = try await store { () throws(PaymentStoreError) in
+            try await payments.finish(intent.id, status: status, code: outcome.declineCode, reference: outcome.reference, nextAction: outcome.nextAction, now: t)
+        }
+        if status == .succeeded, intent.singleUse {
+            _ = try? await tokenizer.store.delete(intent.token)
+        }
+        logger.info("payment", metadata: ["payment": "\(intent.id)", "status": "\(status.rawValue)", "code": "\(outcome.declineCode ?? "-")"])
+        var done = intent
+        done.status = status
+        done.code = outcome.declineCode
+        done.reference = outcome.reference
+        done.nextAction = outcome.nextAction
+        done.updatedAt = t
+        return done
+    }
+
+    /// The first payment made under this key: the same request gets its result (after waiting for
+    /// it if it is still in flight); another request gets 409 `IDEMPOTENCY_KEY_REUSED`.
+    func replay(_ existing: PaymentRecord, _ request: Request) async throws(APIError) -> PaymentRecord {
+        guard existing.request == request.canonical else {
+            throw APIError(.conflict, "IDEMPOTENCY_KEY_REUSED", "this idempotency_key was used for a different payment request")
+        }
+        var current = existing
+        let deadline = ContinuousClock.now + replayWait
+        while current.status == .processing, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(25))
+            guard let fresh = try await store({ () throws(PaymentStoreError) in try await payments.get(existing.id) }) else {
+                throw APIError(.serviceUnavailable, "GATEWAY_UNAVAILABLE", "the first request under this idempotency_key did not reach the gateway; nothing was charged, retry")
+            }
+            current = fresh
+        }
+        if current.status == .processing {
+            throw APIError(.conflict, "PAYMENT_IN_PROGRESS", "\(current.id) is still being processed: GET /v1/payments/\(current.id)")
+        }
+        if current.status == .failed, let code = current.code {
+            throw APIError(APIError.status(for: code), code, "\(current.id) failed: \(code)")
+        }
+        return current
+    }
+
+    /// A payment by id.
+    public func payment(_ id: String) async throws(APIError) -> PaymentRecord {
+        guard let p = try await store({ () throws(PaymentStoreError) in try await payments.get(id) }) else {
+            throw APIError(.notFound, "PAYMENT_NOT_FOUND", "no payment with that id")
+        }
+        return p
+    }
+
+    /// Settles payments left `processing` (a crash, a lost connection) by asking the gateway.
+    /// Returns how many were settled.
+    @discardableResult
+    public func reconcile(olderThan age: Duration) async -> Int {
+        let cutoff = now().addingTimeInterval(-Double(age.components.seconds) - Double(age.components.attoseconds) / 1e18)
+        guard let stale = try? await payments.processing(before: cutoff) else { return 0 }
+        var settled = 0
+        for p in stale {
+            do throws(GatewayClient.Failure) {
+                if let outcome = try await gateway.outcome(of: p.id) {
+                    _ = try? await record(outcome, for: p)
+                } else {
+                    // The processor never saw it: nothing was charged; the key may be used again.
+                    try? await payments.abandon(p.id)
+                }
+                settled += 1
+            } catch {
+                logger.warning("reconcile: gateway not reachable", metadata: ["payment": "\(p.id)"])
+                break
+            }
+        }
+        if settled > 0 { logger.notice("reconciled payments", metadata: ["count": "\(settled)"]) }
+        return settled
+    }
+
+    private func store<T>(_ body: () async throws(PaymentStoreError) -> T) async throws(APIError) -> T {
+        do throws(PaymentStoreError) { return try await body() } catch {
+            let status: HTTPResponse.Status = error.code == .tokenInUse ? .conflict : .serviceUnavailable
+            throw APIError(status, error.code.rawValue, error.message)
+        }
+    }
+
+    /// A payment as the API shows it (DESIGN §5). No card data.
+    public static func json(_ p: PaymentRecord) -> String {
+        var out = "{\"id\":\"\(p.id)\",\"status\":\"\(p.status.rawValue)\",\"amount\":\(p.amount),\"currency\":\"\(p.currency)\",\"token\":"
+        JSONOut.string(p.token, into: &out)
+        if let code = p.code {
+            out += p.status == .failed ? ",\"failure_code\":" : ",\"decline_code\":"
+            JSONOut.string(code, into: &out)
+        }
+        if let reference = p.reference {
+            out += ",\"reference\":"
+            JSONOut.string(reference, into: &out)
+        }
+        if let next = p.nextAction { out += ",\"next_action\":" + next }
+        out += ",\"created_at\":\"\(p.createdAt.formatted(.iso8601))\",\"updated_at\":\"\(p.updatedAt.formatted(.iso8601))\"}"
+        return out
+    }
+}

@@ -1,0 +1,264 @@
+import Foundation
+import Testing
+
+/// Payments end to end with the real binaries: `vault serve` (sidecar, public key only) →
+/// `vault gateway` (secret key, sandbox processor), every sandbox test card, idempotency under
+/// duplicates, a gateway outage, and a kill -9 of the sidecar mid-payment.
+@Suite(.serialized) struct PaymentsCLITests {
+    final class Stack: @unchecked Sendable {
+        let dir: String
+        var sidecarSocket: String { dir + "/vault.sock" }
+        var gatewaySocket: String { dir + "/gateway.sock" }
+        var ledger: String { dir + "/sandbox.sqlite" }
+        var sidecar: Process?
+        var gateway: Process?
+        var sidecarLog = Pipe(), gatewayLog = Pipe()
+        var logs = ""
+
+        init() throws {
+            dir = NSTemporaryDirectory() + "vault-pay-" + UUID().uuidString
+            for sub in ["gateway-keys", "sidecar-keys"] {
+                try FileManager.default.createDirectory(atPath: "\(dir)/\(sub)", withIntermediateDirectories: true)
+            }
+            let kid = try vault("keygen", "--out", dir + "/gateway-keys").out.trimmingCharacters(in: .whitespacesAndNewlines)
+            try FileManager.default.copyItem(atPath: "\(dir)/gateway-keys/\(kid).pub", toPath: "\(dir)/sidecar-keys/\(kid).pub")
+        }
+
+        func startGateway() throws {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: vaultBinary)
+            p.arguments = ["gateway", "--socket", gatewaySocket, "--keys", dir + "/gateway-keys", "--processor", "sandbox:" + ledger]
+            gatewayLog = Pipe()
+            p.standardError = gatewayLog
+            p.standardOutput = gatewayLog
+            try p.run()
+            gateway = p
+            for _ in 0..<200 where p.isRunning {
+                if (try? curl(gatewaySocket, "GET", "/v1/health").0) == 200 { break }
+                usleep(50_000)
+            }
+        }
+
+        func startSidecar(extra: [String] = []) throws {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: vaultBinary)
+            p.arguments = ["serve", "--socket", sidecarSocket, "--keys", dir + "/sidecar-keys", "--store", "sqlite:\(dir)/tokens.sqlite",
+                           "--gateway", gatewaySocket] + extra
+            sidecarLog = Pipe()
+            p.standardError = sidecarLog
+            p.standardOutput = sidecarLog
+            try p.run()
+            sidecar = p
+            for _ in 0..<200 where p.isRunning {
+                if FileManager.default.fileExists(atPath: sidecarSocket), (try? curl(sidecarSocket, "GET", "/v1/health").0) == 200 { break }
+                usleep(50_000)
+            }
+        }
+
+        func stop(_ p: Process?, signal: Int32 = SIGTERM) {
+            guard let p, p.isRunning else { return }
+            kill(p.processIdentifier, signal)
+            p.waitUntilExit()
+        }
+
+        func collectLogs() {
+            logs += String(decoding: sidecarLog.fileHandleForReading.availableData, as: UTF8.self)
+            logs += String(decoding: gatewayLog.fileHandleForReading.availableData, as: UTF8.self)
+        }
+
+        func curl(_ socket: String, _ method: String, _ path: String, _ body: String? = nil) throws -> (Int, String) {
+            var args = ["-s", "-o", "-", "-w", "\n%{http_code}", "-D", "/dev/stderr", "--unix-socket", socket, "-X", method]
+            if let body { args += ["-H", "Content-Type: application/json", "--data-binary", body] }
+            let r = try run("/usr/bin/env", ["curl"] + args + ["http://vault" + path])
+            let lines = r.out.split(separator: "\n", omittingEmptySubsequences: false)
+            return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
+        }
+
+        func tokenize(_ pan: String, cvc: String = "123") throws -> String {
+            let (status, body) = try curl(sidecarSocket, "POST", "/v1/tokens", #"{"card":{"number":"\#(pan)","exp_month":12,"exp_year":2030,"cvc":"\#(cvc)"}}"#)
+            #expect(status == 201, "\(body)")
+            return (try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any])?["token"] as? String ?? ""
+        }
+
+        func pay(_ token: String, key: String, amount: Int = 1999, currency: String = "EUR") throws -> (Int, [String: Any], String) {
+            let (status, body) = try curl(
+                sidecarSocket, "POST", "/v1/payments",
+                #"{"token":"\#(token)","amount":\#(amount),"currency":"\#(currency)","idempotency_key":"\#(key)"}"#)
+            return (status, (try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any]) ?? [:], body)
+        }
+
+        /// Charges the sandbox recorded for a payment id (its ledger, read with Python's sqlite3).
+        func charges(_ paymentID: String? = nil) throws -> Int {
+            let query = paymentID.map { "SELECT COUNT(*) FROM sandbox_charges WHERE payment_id = '\($0)'" } ?? "SELECT COUNT(*) FROM sandbox_charges"
+            let r = try run("/usr/bin/env", ["python3", "-c", "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute(sys.argv[2]).fetchone()[0])", ledger, query])
+            return Int(r.out.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+        }
+
+        deinit {
+            stop(sidecar)
+            stop(gateway)
+            try? FileManager.default.removeItem(atPath: dir)
+        }
+    }
+
+    static func key() -> String { "order-" + UUID().uuidString }
+
+    @Test func everySandboxCardEndToEnd() throws {
+        let s = try Stack()
+        try s.startGateway()
+        try s.startSidecar()
+        let cards: [(String, String, String?)] = [
+            ("4242424242424242", "succeeded", nil),
+            ("4000000000000002", "declined", "generic_decline"),
+            ("4000000000009995", "declined", "insufficient_funds"),
+            ("4000000000000069", "declined", "expired_card"),
+            ("4000000000000127", "declined", "incorrect_cvc"),
+            ("4000000000000119", "declined", "processing_error"),
+            ("4000000000003220", "requires_action", nil),
+        ]
+        var answers = ""
+        for (pan, status, code) in cards {
+            let token = try s.tokenize(pan)
+            let key = Self.key()
+            let (http, json, body) = try s.pay(token, key: key)
+            answers += body
+            #expect(http == 201, "\(pan): \(body)")
+            #expect(json["status"] as? String == status, "\(pan): \(body)")
+            #expect(json["decline_code"] as? String == code)
+            let id = try #require(json["id"] as? String)
+            #expect(try s.charges(id) == 1)
+            // The authoritative status.
+            let (getStatus, got) = try s.curl(s.sidecarSocket, "GET", "/v1/payments/\(id)")
+            #expect(getStatus == 200 && got.contains(#""status":"\#(status)""#))
+            // A replay: the first payment, no second charge.
+            let (again, replay, replayBody) = try s.pay(token, key: key)
+            #expect(again == 200 && replay["id"] as? String == id, "\(replayBody)")
+            #expect(try s.charges(id) == 1)
+            // The CVC is gone after the first attempt whatever the outcome; success consumes the token.
+            let (tokenStatus, tokenBody) = try s.curl(s.sidecarSocket, "GET", "/v1/tokens/\(token)")
+            if status == "succeeded" {
+                #expect(tokenStatus == 404, "a paid single-use token is consumed")
+                let (reuse, _, reuseBody) = try s.pay(token, key: Self.key())
+                #expect(reuse == 404 && reuseBody.contains("TOKEN_NOT_FOUND"))
+            } else {
+                #expect(tokenStatus == 200 && tokenBody.contains(#""has_cvc":false"#), "\(tokenBody)")
+            }
+            if status == "requires_action" {
+                let next = try #require(json["next_action"] as? [String: Any])
+                #expect(next["type"] as? String == "three_ds_challenge")
+            }
+        }
+        // Another request under a used key; bad amounts and currencies; unknown tokens.
+        let token = try s.tokenize("5555555555554444")
+        let key = Self.key()
+        #expect(try s.pay(token, key: key).0 == 201)
+        let (reused, _, reusedBody) = try s.pay(token, key: key, amount: 1)
+        #expect(reused == 409 && reusedBody.contains("IDEMPOTENCY_KEY_REUSED"))
+        #expect(try s.pay(token, key: Self.key(), currency: "XXY").2.contains("CURRENCY_INVALID"))
+        #expect(try s.pay(token, key: Self.key(), amount: 0).2.contains("AMOUNT_INVALID"))
+        #expect(try s.pay("tok_doesnotexist", key: Self.key()).0 == 404)
+        #expect(try s.charges() == cards.count + 1)
+
+        s.stop(s.sidecar)
+        s.stop(s.gateway)
+        s.collectLogs()
+        #expect(!containsPAN(answers), "a PAN in an answer")
+        #expect(!containsPAN(s.logs), "a PAN in the sidecar's or the gateway's log")
+        for f in ["tokens.sqlite", "tokens.sqlite-wal", "sandbox.sqlite"] {
+            let data = FileManager.default.contents(atPath: "\(s.dir)/\(f)") ?? Data()
+            #expect(!containsPAN(String(decoding: data, as: UTF8.self)), "\(f) holds a PAN")
+        }
+    }
+
+    /// Duplicates of one request at once make one payment and one charge.
+    @Test func concurrentDuplicatesChargeOnce() throws {
+        let s = try Stack()
+        try s.startGateway()
+        try s.startSidecar()
+        let token = try s.tokenize("4242424242424242")
+        let key = Self.key()
+        let ids = Locked<[String]>([])
+        let group = DispatchGroup()
+        for _ in 0..<12 {
+            group.enter()
+            Thread {
+                if let (status, json, _) = try? s.pay(token, key: key), status == 200 || status == 201, let id = json["id"] as? String {
+                    ids.update { $0.append(id) }
+                }
+                group.leave()
+            }.start()
+        }
+        group.wait()
+        #expect(ids.value.count == 12)
+        #expect(Set(ids.value).count == 1)
+        #expect(try s.charges() == 1)
+    }
+
+    /// With the gateway down nothing is charged and the same key works once it is back.
+    @Test func gatewayOutageChargesNothingAndTheKeyCanBeRetried() throws {
+        let s = try Stack()
+        try s.startSidecar()
+        let token = try s.tokenize("4242424242424242")
+        let key = Self.key()
+        let (down, _, body) = try s.pay(token, key: key)
+        #expect(down == 503 && body.contains("GATEWAY_UNAVAILABLE"), "\(body)")
+        try s.startGateway()
+        let (up, json, upBody) = try s.pay(token, key: key)
+        #expect(up == 201 && json["status"] as? String == "succeeded", "\(upBody)")
+        #expect(try s.charges() == 1)
+    }
+
+    /// kill -9 of the sidecar while payments are in flight: after a restart every key resolves
+    /// to one payment, charged at most once, and keys acknowledged before the kill keep their id.
+    @Test func killDashNineMidPaymentNeverChargesTwice() throws {
+        let s = try Stack()
+        try s.startGateway()
+        try s.startSidecar(extra: ["--reconcile-after", "1"])
+        let tokens = try (0..<40).map { _ in try s.tokenize("4242424242424242") }
+        let keys = tokens.map { _ in Self.key() }
+        let acknowledged = Locked<[String: String]>([:])
+        // Eight connections pay in parallel; the sidecar is killed once a third are acknowledged.
+        let group = DispatchGroup()
+        for w in 0..<8 {
+            group.enter()
+            Thread {
+                for i in stride(from: w, to: tokens.count, by: 8) {
+                    if let (status, json, _) = try? s.pay(tokens[i], key: keys[i]), status == 201, let id = json["id"] as? String {
+                        acknowledged.update { $0[keys[i]] = id }
+                    }
+                }
+                group.leave()
+            }.start()
+        }
+        for _ in 0..<400 where acknowledged.value.count < tokens.count / 3 { usleep(5_000) }
+        s.stop(s.sidecar, signal: SIGKILL)
+        group.wait()
+        #expect(acknowledged.value.count < tokens.count, "the kill came too late to interrupt anything")
+        try s.startSidecar(extra: ["--reconcile-after", "1"])
+        sleep(2)   // the reconciler settles what was in flight
+        var paid = 0
+        for i in tokens.indices {
+            var (status, json, body) = try s.pay(tokens[i], key: keys[i])
+            for _ in 0..<40 where status == 409 && body.contains("PAYMENT_IN_PROGRESS") {
+                usleep(250_000)
+                (status, json, body) = try s.pay(tokens[i], key: keys[i])
+            }
+            #expect(status == 200 || status == 201, "\(keys[i]): \(body)")
+            #expect(json["status"] as? String == "succeeded", "\(body)")
+            if let first = acknowledged.value[keys[i]] { #expect(json["id"] as? String == first, "an acknowledged payment changed id") }
+            if let id = json["id"] as? String { #expect(try s.charges(id) == 1) }
+            paid += 1
+        }
+        #expect(paid == tokens.count)
+        #expect(try s.charges() == tokens.count, "a token was charged twice or not at all")
+    }
+}
+
+/// A value shared between threads.
+final class Locked<T>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var _value: T
+    init(_ value: T) { _value = value }
+    var value: T { lock.withLock { _value } }
+    func update(_ body: (inout T) -> Void) { lock.withLock { body(&_value) } }
+}
