@@ -185,7 +185,7 @@ public struct PaymentService: Sendable {
             JSONOut.string(reference, into: &out)
         }
         if let next = p.nextAction { out += ",\"next_action\":" + next }
-        out += ",\"created_at\":\"\(p.createdAt.formatted(.iso8601))\",\"updated_at\":\"\(p.updatedAt.formatted(.iso8601))\"}"
+        out += ",\"created_at\":\"\(SidecarRoutes.iso(p.createdAt))\",\"updated_at\":\"\(SidecarRoutes.iso(p.updatedAt))\"}"
         return out
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import SocketHTTP
 import Prometheus
+import Synchronization
 import Tokenizer
 
 /// The sidecar's Prometheus metrics, served at `GET /metrics` (text exposition format 0.0.4).
@@ -22,23 +23,36 @@ public final class SidecarMetrics: Sendable {
 
     public init() {}
 
+    /// The request counter and latency histogram of one route/method/status, made once.
+    private struct RequestMetrics: Sendable {
+        let counter: Counter
+        let duration: DurationHistogram
+    }
+    private let cache = Mutex<[String: RequestMetrics]>([:])
+
     /// A request answered with `status` after `duration`, and its error code if it failed.
     public func request(route: String?, method: String, status: Int, duration: Duration, errorCode: String? = nil) {
         let route = route ?? "unmatched"
         let method = Self.knownMethods.contains(method) ? method : "OTHER"
-        registry.makeCounter(
-            name: "vault_http_requests_total",
-            labels: [("route", route), ("method", method), ("status", String(status))],
-            help: "HTTP requests answered, by route template, method and status."
-        ).increment()
-        registry.makeDurationHistogram(
-            name: "vault_http_request_duration_seconds", labels: [("route", route), ("method", method)],
-            buckets: Self.durationBuckets, help: "Time from request head to answer, by route template."
-        ).record(duration)
+        let key = "\(route) \(method) \(status)"
+        let metrics = cache.withLock { cache in
+            if let m = cache[key] { return m }
+            let m = RequestMetrics(
+                counter: registry.makeCounter(
+                    descriptor: .init(namespace: "vault", metricName: "http_requests", unitName: "total", helpText: "HTTP requests answered, by route template, method and status."),
+                    labels: [("route", route), ("method", method), ("status", String(status))]),
+                duration: registry.makeDurationHistogram(
+                    descriptor: .init(namespace: "vault", metricName: "http_request_duration", unitName: "seconds", helpText: "Time from request head to answer, by route template."),
+                    labels: [("route", route), ("method", method)], buckets: Self.durationBuckets))
+            cache[key] = m
+            return m
+        }
+        metrics.counter.increment()
+        metrics.duration.record(duration)
         if let errorCode {
             registry.makeCounter(
-                name: "vault_errors_total", labels: [("code", errorCode)],
-                help: "Error answers, by stable error code (docs/errors.md)."
+                descriptor: .init(namespace: "vault", metricName: "errors", unitName: "total", helpText: "Error answers, by stable error code (docs/errors.md)."),
+                labels: [("code", errorCode)]
             ).increment()
         }
     }
@@ -46,30 +60,30 @@ public final class SidecarMetrics: Sendable {
     /// A token was created from a raw card (`card`, sealed at the door) or a caller's envelope.
     public func tokenCreated(source: String) {
         registry.makeCounter(
-            name: "vault_tokens_created_total", labels: [("source", source)],
-            help: "Tokens created, by input (card sealed at the door, or envelope sealed by the caller)."
+            descriptor: .init(namespace: "vault", metricName: "tokens_created", unitName: "total", helpText: "Tokens created, by input (card sealed at the door, or envelope sealed by the caller)."),
+            labels: [("source", source)]
         ).increment()
     }
 
     /// A payment answered (a replay is counted apart: it charged nothing).
     public func payment(status: String, replayed: Bool) {
         registry.makeCounter(
-            name: "vault_payments_total", labels: [("status", status), ("replayed", replayed ? "true" : "false")],
-            help: "Payments answered, by status; replays of an idempotency key are counted apart."
+            descriptor: .init(namespace: "vault", metricName: "payments", unitName: "total", helpText: "Payments answered, by status; replays of an idempotency key are counted apart."),
+            labels: [("status", status), ("replayed", replayed ? "true" : "false")]
         ).increment()
     }
 
     /// What a sweep removed.
     public func purged(_ result: PurgeResult) {
-        registry.makeCounter(name: "vault_sweeper_tokens_deleted_total", help: "Expired tokens deleted by the sweeper.")
+        registry.makeCounter(descriptor: .init(namespace: "vault", metricName: "sweeper_tokens_deleted", unitName: "total", helpText: "Expired tokens deleted by the sweeper."))
             .increment(by: Int64(result.tokensDeleted))
-        registry.makeCounter(name: "vault_sweeper_cvcs_dropped_total", help: "CVCs dropped by the sweeper when their TTL passed.")
+        registry.makeCounter(descriptor: .init(namespace: "vault", metricName: "sweeper_cvcs_dropped", unitName: "total", helpText: "CVCs dropped by the sweeper when their TTL passed."))
             .increment(by: Int64(result.cvcsDropped))
     }
 
     /// A sweep that failed (store unreachable).
     public func sweepFailed() {
-        registry.makeCounter(name: "vault_sweeper_failures_total", help: "Sweeps that failed.").increment()
+        registry.makeCounter(descriptor: .init(namespace: "vault", metricName: "sweeper_failures", unitName: "total", helpText: "Sweeps that failed.")).increment()
     }
 
     /// The exposition text.

@@ -132,12 +132,20 @@ public final class SQLiteTokenStore: TokenStore {
 /// Group commit for inserts: rows that arrive while a commit is running wait and go in the next
 /// transaction together. A row whose token exists gets `TOKEN_EXISTS` alone (the others commit);
 /// a failed commit fails every row of its batch, and none of them was acknowledged.
+///
+/// The batches run on one serial queue that writes synchronously and resumes the waiters from
+/// there: no task per batch and no extra hop through GRDB's async API.
 final class GroupCommit: @unchecked Sendable {
     typealias Waiter = CheckedContinuation<TokenStoreError?, Never>
     /// Largest batch in one transaction (bounds the latency a commit adds to its first row).
     static let maxBatch = 256
+    static let insertSQL = """
+        INSERT INTO tokens (token, envelope, cvc, brand, bin, last4, fingerprint, created_at, expires_at, cvc_expires_at, single_use)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(token) DO NOTHING
+        """
 
     private let pool: DatabasePool
+    private let queue = DispatchQueue(label: "vault.sqlite.group-commit")
     private let lock = NSLock()
     private var rows: [StoredToken] = []
     private var waiters: [Waiter] = []
@@ -154,7 +162,7 @@ final class GroupCommit: @unchecked Sendable {
             let start = !draining
             draining = true
             lock.unlock()
-            if start { Task.detached { await self.drain() } }
+            if start { queue.async { self.drain() } }
         }
     }
 
@@ -172,19 +180,17 @@ final class GroupCommit: @unchecked Sendable {
         return batch
     }
 
-    private func drain() async {
+    private func drain() {
         while let (batch, batchWaiters) = nextBatch() {
             let outcomes: [TokenStoreError?]
             do {
-                outcomes = try await pool.write { db in
-                    try batch.map { row -> TokenStoreError? in
-                        try db.execute(
-                            sql: """
-                                INSERT INTO tokens (token, envelope, cvc, brand, bin, last4, fingerprint, created_at, expires_at, cvc_expires_at, single_use)
-                                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(token) DO NOTHING
-                                """,
-                            arguments: [row.token, row.envelope, row.cvc, row.brand, row.bin, row.last4, row.fingerprint,
-                                        row.createdAt, row.expiresAt, row.cvcExpiresAt, row.singleUse])
+                outcomes = try pool.write { db in
+                    let insert = try db.cachedStatement(sql: Self.insertSQL)
+                    return try batch.map { row -> TokenStoreError? in
+                        try insert.execute(arguments: [
+                            row.token, row.envelope, row.cvc, row.brand, row.bin, row.last4, row.fingerprint,
+                            row.createdAt, row.expiresAt, row.cvcExpiresAt, row.singleUse,
+                        ])
                         return db.changesCount == 1 ? nil : TokenStoreError(.tokenExists, "a token with that id exists")
                     }
                 }

@@ -18,7 +18,8 @@ struct StoredToken: Sendable {
 
     init(_ r: TokenRecord) {
         token = r.token
-        envelope = r.envelope.droppingCVC().json
+        // TokenRecord.envelope is already without its CVC field (the Tokenizer drops it).
+        envelope = (r.envelope.fields[.cvc] == nil ? r.envelope : r.envelope.droppingCVC()).json
         cvc = r.cvcField
         brand = r.card.brand.rawValue
         bin = r.card.bin

@@ -281,6 +281,13 @@ public struct JSONReader {
 /// Appends JSON text for non-secret values.
 enum JSONText {
     static func appendString(_ s: String, to out: inout String) {
+        // Most strings (base64, ids, codes) need no escaping: append them whole.
+        if !s.utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }) {
+            out.append("\"")
+            out.append(s)
+            out.append("\"")
+            return
+        }
         out.append("\"")
         for u in s.unicodeScalars {
             switch u {
