@@ -15,14 +15,20 @@ import VaultOpen
 /// outcome only, never card data.
 public struct GatewayRoutes: Sendable {
     public static let maxBodyBytes = 16 * 1024
-    public static let documentedRoutes = ["POST /v1/authorize", "GET /v1/authorizations/{payment_id}", "GET /v1/health"]
+    public static let documentedRoutes = [
+        "POST /v1/authorize", "GET /v1/authorizations/{payment_id}", "POST /v1/authorizations/{payment_id}/confirm",
+        "POST /v1/sandbox/acs/{transaction_id}", "GET /v1/health",
+    ]
 
     let opener: EnvelopeOpener
     let processor: any PaymentProcessor
+    /// The sandbox's ACS (challenge pages), when the processor is the sandbox.
+    let sandbox: SandboxProcessor?
 
     public init(opener: EnvelopeOpener, processor: any PaymentProcessor) {
         self.opener = opener
         self.processor = processor
+        self.sandbox = processor as? SandboxProcessor
     }
 
     public func register<Context: RequestContext>(on router: Router<Context>) {
@@ -39,6 +45,63 @@ public struct GatewayRoutes: Sendable {
                 throw APIError(.notFound, "AUTHORIZATION_NOT_FOUND", "the processor has no authorization for this payment id")
             }
             return JSONOut.response(.ok, Self.json(outcome))
+        }
+        // `{"three_ds_result":"<JWT>"}`: completes a payment that required 3-D Secure.
+        router.post("/v1/authorizations/:payment/confirm") { request, context in
+            let id = context.parameters.get("payment") ?? ""
+            let jwt = try await Self.stringField("three_ds_result", of: request, maxBytes: 8192)
+            let outcome = try await Self.mapped { try await processor.confirm(paymentID: id, threeDSResult: jwt) }
+            context.logger.info("3DS confirmed", metadata: ["payment": "\(id)", "status": "\(outcome.status)"])
+            return JSONOut.response(.ok, Self.json(outcome))
+        }
+        // The sandbox ACS: `{"action":"SUCCESS"}` completes a challenge and answers its result JWT.
+        router.post("/v1/sandbox/acs/:transaction") { request, context in
+            guard let sandbox else { throw APIError(.notFound, "NOT_SANDBOX", "only the sandbox processor has an ACS") }
+            let action = try await Self.stringField("action", of: request, maxBytes: 16)
+            let id = context.parameters.get("transaction") ?? ""
+            let jwt = try await Self.mapped { try await sandbox.completeChallenge(transactionID: id, action: action) }
+            var out = "{\"three_ds_result\":"
+            JSONOut.string(jwt, into: &out)
+            return JSONOut.response(.ok, out + "}")
+        }
+    }
+
+    /// Processor errors as coded answers.
+    static func mapped<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let e as ThreeDSValidator.Failure {
+            throw APIError(APIError.status(for: e.code), e.code, e.message)
+        } catch let e as ProcessorRefusal {
+            throw APIError(HTTPResponse.Status(code: e.status), e.code, e.message)
+        } catch is ProcessorUnavailable {
+            throw APIError(.serviceUnavailable, "GATEWAY_UNAVAILABLE", "the processor could not be reached")
+        }
+    }
+
+    /// A body `{"<name>":"<string>"}` with nothing else.
+    static func stringField(_ name: String, of request: Request, maxBytes: Int) async throws -> String {
+        guard (request.headers[.contentType] ?? "").lowercased().hasPrefix("application/json") else {
+            throw APIError(.unsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "send Content-Type: application/json")
+        }
+        let body: ByteBuffer
+        do { body = try await request.body.collect(upTo: maxBytes + 256) } catch {
+            throw APIError(.contentTooLarge, "BODY_TOO_LARGE", "the request body is too large")
+        }
+        return try body.withUnsafeReadableBytes { raw throws(APIError) -> String in
+            do throws(VaultError) {
+                var r = JSONReader(raw, errorCode: .requestMalformed, maxDepth: 2)
+                var value: String?
+                try r.readObject { (r, key) throws(VaultError) in
+                    guard key == name else { throw VaultError(.requestFieldUnknown, "the body has only \(name)") }
+                    value = try r.readString(maxBytes: maxBytes)
+                }
+                try r.finish()
+                guard let value else { throw VaultError(.requestFieldMissing, "\(name) is missing", field: name) }
+                return value
+            } catch {
+                throw APIError(APIError.status(for: error.code.rawValue), error.code.rawValue, error.message, field: error.field)
+            }
         }
     }
 

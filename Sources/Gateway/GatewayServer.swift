@@ -44,7 +44,9 @@ public struct GatewayServer: Sendable {
         let processor: any PaymentProcessor
         switch configuration.processor {
         case .sandbox(let path):
-            do { processor = try SandboxProcessor(ledgerPath: path) } catch {
+            // The sandbox plays the 3DS server too: its result-signing key lives as long as this process.
+            let threeDS = await ThreeDSValidator(apiKey: (0..<32).map { _ in UInt8.random(in: 0...255) }, issuer: "vault-sandbox-3ds")
+            do { processor = try SandboxProcessor(ledgerPath: path, threeDS: threeDS) } catch {
                 throw VaultError(.gatewayLedgerUnavailable, "cannot open the sandbox ledger at \(path)")
             }
         }

@@ -64,6 +64,18 @@ public struct PaymentIDReused: Error, Sendable {
     public init() {}
 }
 
+/// A processor's coded refusal of a request (not a decline): status and stable code.
+public struct ProcessorRefusal: Error, Sendable, Equatable {
+    public let status: Int
+    public let code: String
+    public let message: String
+    public init(status: Int, code: String, message: String) {
+        self.status = status
+        self.code = code
+        self.message = message
+    }
+}
+
 /// Where charges go: the built-in sandbox, or a real processor through the relay.
 ///
 /// `authorize` must be idempotent by `paymentID`: a second call with the same id and request
@@ -74,6 +86,10 @@ public protocol PaymentProcessor: Sendable {
     var name: String { get }
     /// - Throws: `ProcessorUnavailable`, `PaymentIDReused`.
     func authorize(_ request: AuthorizationRequest, card: OpenedCard) async throws -> AuthorizationOutcome
+    /// Completes a payment that required 3-D Secure with the result JWT the cardholder's challenge
+    /// produced (validated by `ThreeDSValidator`).
+    /// - Throws: `ThreeDSValidator.Failure`, `ProcessorRefusal`, `ProcessorUnavailable`.
+    func confirm(paymentID: String, threeDSResult: String) async throws -> AuthorizationOutcome
     /// The outcome recorded for a payment id, or nil if the processor never saw it (reconciling
     /// after a crash: nil means nothing was charged).
     func outcome(of paymentID: String) async throws(ProcessorUnavailable) -> AuthorizationOutcome?

@@ -27,6 +27,8 @@ public final class SandboxProcessor: PaymentProcessor {
     private let now: @Sendable () -> Date
     /// Base of the challenge URLs of the sandbox ACS.
     let challengeBase: String
+    /// The sandbox's 3DS server: signs challenge results and validates them on confirm.
+    let threeDS: ThreeDSValidator
 
     /// The test numbers and what they do. Public test numbers, not card data.
     static let rules: [(digits: [UInt8], outcome: Rule)] = ([
@@ -41,13 +43,17 @@ public final class SandboxProcessor: PaymentProcessor {
     enum Rule: Equatable { case decline(String), challenge }
 
     /// Opens (creating if needed) the sandbox's charge ledger at `path`.
-    public init(ledgerPath path: String, challengeBase: String = "sandbox://acs/", now: @escaping @Sendable () -> Date = Date.init) throws {
+    public init(
+        ledgerPath path: String, threeDS: ThreeDSValidator, challengeBase: String = "/v1/sandbox/3ds/",
+        now: @escaping @Sendable () -> Date = Date.init
+    ) throws {
         var config = Configuration()
         config.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
         db = try DatabaseQueue(path: path, configuration: config)
-        try db.write { db in
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("sandbox-v1") { db in
             try db.execute(sql: """
-                CREATE TABLE IF NOT EXISTS sandbox_charges (
+                CREATE TABLE sandbox_charges (
                     payment_id TEXT PRIMARY KEY NOT NULL,
                     amount INTEGER NOT NULL,
                     currency TEXT NOT NULL,
@@ -59,7 +65,19 @@ public final class SandboxProcessor: PaymentProcessor {
                     envelope_id TEXT NOT NULL DEFAULT ''
                 )
                 """)
+            // 3-D Secure challenges (the jti of the challenge request is the result's aud) and
+            // the result ids already used (a result confirms one payment, once).
+            try db.execute(sql: """
+                CREATE TABLE sandbox_3ds (
+                    transaction_id TEXT PRIMARY KEY NOT NULL,
+                    payment_id TEXT NOT NULL,
+                    request_jti TEXT NOT NULL
+                )
+                """)
+            try db.execute(sql: "CREATE TABLE sandbox_3ds_used (jti TEXT PRIMARY KEY NOT NULL)")
         }
+        try migrator.migrate(db)
+        self.threeDS = threeDS
         self.challengeBase = challengeBase
         self.now = now
     }
@@ -84,6 +102,11 @@ public final class SandboxProcessor: PaymentProcessor {
                 case .declined(let c, let r): code = c; reference = r
                 case .requiresAction(let ch): transaction = ch.transactionID
                 }
+                if case .requiresAction(let ch) = decided {
+                    try db.execute(
+                        sql: "INSERT INTO sandbox_3ds (transaction_id, payment_id, request_jti) VALUES (?, ?, ?)",
+                        arguments: [ch.transactionID, request.paymentID, RandomID.make(prefix: "jti_")])
+                }
                 try db.execute(
                     sql: "INSERT INTO sandbox_charges (payment_id, amount, currency, status, decline_code, reference, transaction_id, created_at, envelope_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     arguments: [request.paymentID, request.amount, request.currency.code, decided.status, code, reference, transaction,
@@ -103,6 +126,73 @@ public final class SandboxProcessor: PaymentProcessor {
                 try Row.fetchOne(db, sql: "SELECT status, decline_code, reference, transaction_id FROM sandbox_charges WHERE payment_id = ?", arguments: [paymentID])
                     .map { Self.outcome(row: $0, base: self.challengeBase, paymentID: paymentID) }
             }
+        } catch {
+            throw ProcessorUnavailable("the sandbox ledger failed")
+        }
+    }
+
+    /// The sandbox ACS: the cardholder completes challenge `transactionID` with `action`
+    /// (SUCCESS, NOACTION, FAILURE, ERROR, CANCEL, TIMEOUT); the answer is the result JWT that
+    /// the caller posts to confirm the payment. The JWT is valid for ten minutes.
+    public func completeChallenge(transactionID: String, action: String) async throws -> String {
+        guard ThreeDSValidator.Action(rawValue: action) != nil else {
+            throw ProcessorRefusal(status: 422, code: "THREE_DS_ACTION_INVALID", message: "action is SUCCESS, NOACTION, FAILURE, ERROR, CANCEL or TIMEOUT")
+        }
+        let row: Row?
+        do {
+            row = try await db.read { db in try Row.fetchOne(db, sql: "SELECT request_jti FROM sandbox_3ds WHERE transaction_id = ?", arguments: [transactionID]) }
+        } catch {
+            throw ProcessorUnavailable("the sandbox ledger failed")
+        }
+        guard let row else {
+            throw ProcessorRefusal(status: 404, code: "THREE_DS_TRANSACTION_NOT_FOUND", message: "no 3DS challenge with that transaction id")
+        }
+        let t = now()
+        return try await threeDS.sign(
+            action: action, audience: row["request_jti"], issuedAt: t, expiresAt: t.addingTimeInterval(600), id: RandomID.make(prefix: "jti_"))
+    }
+
+    public func confirm(paymentID: String, threeDSResult: String) async throws -> AuthorizationOutcome {
+        let found: Row?
+        do {
+            found = try await db.read { db in
+                try Row.fetchOne(db, sql: """
+                    SELECT c.status, t.request_jti FROM sandbox_charges c LEFT JOIN sandbox_3ds t ON t.transaction_id = c.transaction_id
+                    WHERE c.payment_id = ?
+                    """, arguments: [paymentID])
+            }
+        } catch {
+            throw ProcessorUnavailable("the sandbox ledger failed")
+        }
+        guard let found else {
+            throw ProcessorRefusal(status: 404, code: "AUTHORIZATION_NOT_FOUND", message: "the processor has no authorization for this payment id")
+        }
+        let status: String = found["status"]
+        guard status == "requires_action", let audience: String = found["request_jti"] else {
+            throw ProcessorRefusal(status: 409, code: "PAYMENT_NOT_AWAITING_ACTION", message: "this payment is not waiting for 3-D Secure")
+        }
+        let (action, resultID) = try await threeDS.validate(threeDSResult, expectedAudience: audience, now: now())
+        let reference = RandomID.make(prefix: "sbx_")
+        do {
+            return try await db.write { db in
+                // One result confirms one payment, once; a second confirmation races here and loses.
+                let used = try Bool.fetchOne(db, sql: "SELECT 1 FROM sandbox_3ds_used WHERE jti = ?", arguments: [resultID]) ?? false
+                if used { throw ThreeDSValidator.Failure(code: "THREE_DS_JWT_REPLAYED", message: "this 3DS result was already used") }
+                try db.execute(sql: "INSERT INTO sandbox_3ds_used (jti) VALUES (?)", arguments: [resultID])
+                let outcome: AuthorizationOutcome = action.declineCode.map { .declined(code: $0, reference: reference) } ?? .succeeded(reference: reference)
+                let code: String? = if case .declined(let c, _) = outcome { c } else { nil }
+                try db.execute(
+                    sql: "UPDATE sandbox_charges SET status = ?, decline_code = ?, reference = ? WHERE payment_id = ? AND status = 'requires_action'",
+                    arguments: [outcome.status, code, reference, paymentID])
+                guard db.changesCount == 1 else {
+                    throw ProcessorRefusal(status: 409, code: "PAYMENT_NOT_AWAITING_ACTION", message: "this payment is not waiting for 3-D Secure")
+                }
+                return outcome
+            }
+        } catch let error as ThreeDSValidator.Failure {
+            throw error
+        } catch let error as ProcessorRefusal {
+            throw error
         } catch {
             throw ProcessorUnavailable("the sandbox ledger failed")
         }

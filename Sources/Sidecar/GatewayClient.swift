@@ -47,9 +47,35 @@ public struct GatewayClient: Sendable {
         let (status, text) = try await call("POST", "/v1/authorize", body: body)
         if status == 200 { return try Self.outcome(text) }
         let (code, message) = Self.error(text)
-        if status == 503 || code == "GATEWAY_UNAVAILABLE" { throw .notSent("the processor could not be reached: \(message)") }
+        if status == 503 || code == "GATEWAY_UNAVAILABLE" { throw .notSent("the gateway could not reach the processor") }
         if status == 403 { throw .notSent("the gateway refused this sidecar (PEER_NOT_ALLOWED): check its --allow-uid") }
         throw .refused(status: status, code: code, message: message)
+    }
+
+    /// Completes a 3-D Secure payment with the result JWT (validated by the gateway).
+    public func confirm(paymentID: String, threeDSResult jwt: String) async throws(Failure) -> Outcome {
+        var body = "{\"three_ds_result\":\""
+        body += String(jwt.unicodeScalars.filter { $0.isASCII && $0 != "\"" && $0 != "\\" && $0.value >= 32 }.map(Character.init))
+        body += "\"}"
+        let (status, text) = try await call("POST", "/v1/authorizations/\(paymentID)/confirm", body: body)
+        if status == 200 { return try Self.outcome(text) }
+        let (code, message) = Self.error(text)
+        if status == 503 { throw .notSent("the gateway could not reach the processor") }
+        throw .refused(status: status, code: code, message: message)
+    }
+
+    /// The sandbox ACS: completes a challenge with `action`; answers the result JWT.
+    public func completeChallenge(transactionID: String, action: String) async throws(Failure) -> String {
+        let safeAction = String(action.unicodeScalars.filter { ("A"..."Z").contains($0) }.prefix(16).map(Character.init))
+        let (status, text) = try await call("POST", "/v1/sandbox/acs/\(transactionID)", body: "{\"action\":\"\(safeAction)\"}")
+        guard status == 200 else {
+            let (code, message) = Self.error(text)
+            throw .refused(status: status, code: code, message: message)
+        }
+        guard let jwt = (try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])?["three_ds_result"] as? String else {
+            throw .outcomeUnknown("the ACS answered no result")
+        }
+        return jwt
     }
 
     /// What the processor recorded for a payment id; nil when it never saw it (nothing charged).

@@ -132,6 +132,39 @@ public struct PaymentService: Sendable {
         return current
     }
 
+    /// Completes a payment waiting for 3-D Secure with the result JWT from the challenge. The
+    /// gateway validates it; a refused result leaves the payment waiting.
+    public func confirm(_ id: String, threeDSResult jwt: String) async throws(APIError) -> PaymentRecord {
+        let p = try await payment(id)
+        guard p.status == .requiresAction else {
+            throw APIError(.conflict, "PAYMENT_NOT_AWAITING_ACTION", "\(id) is \(p.status.rawValue), not waiting for 3-D Secure")
+        }
+        let outcome: GatewayClient.Outcome
+        do throws(GatewayClient.Failure) {
+            outcome = try await gateway.confirm(paymentID: id, threeDSResult: jwt)
+        } catch {
+            switch error {
+            case .notSent(let why), .outcomeUnknown(let why):
+                throw APIError(.serviceUnavailable, "GATEWAY_UNAVAILABLE", "\(why); the payment still waits for 3-D Secure")
+            case .refused(let status, let code, let message):
+                throw APIError(HTTPResponse.Status(code: status), code, message)
+            }
+        }
+        return try await record(outcome, for: p)
+    }
+
+    /// The sandbox's challenge page, reached through the sidecar: completes a challenge.
+    public func completeSandboxChallenge(_ transactionID: String, action: String) async throws(APIError) -> String {
+        do throws(GatewayClient.Failure) {
+            return try await gateway.completeChallenge(transactionID: transactionID, action: action)
+        } catch {
+            switch error {
+            case .notSent(let why), .outcomeUnknown(let why): throw APIError(.serviceUnavailable, "GATEWAY_UNAVAILABLE", why)
+            case .refused(let status, let code, let message): throw APIError(HTTPResponse.Status(code: status), code, message)
+            }
+        }
+    }
+
     /// A payment by id.
     public func payment(_ id: String) async throws(APIError) -> PaymentRecord {
         guard let p = try await store({ () throws(PaymentStoreError) in try await payments.get(id) }) else {

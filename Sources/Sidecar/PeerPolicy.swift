@@ -56,6 +56,7 @@ public struct PeerPolicy: Sendable, Equatable {
         case (.post, "/v1/tokens"), (.post, "/v1/validate"): [.tokenize, .admin]
         case (.get, _) where path.hasPrefix("/v1/tokens/"): [.tokenize, .pay, .admin]
         case (_, _) where path.hasPrefix("/v1/payments") || path.hasPrefix("/v1/customers"): [.pay, .admin]
+        case (.post, _) where path.hasPrefix("/v1/sandbox/3ds/"): [.tokenize, .pay, .admin]
         default: [.admin]
         }
     }

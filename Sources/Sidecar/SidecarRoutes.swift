@@ -33,7 +33,7 @@ public struct SidecarRoutes: Sendable {
     /// `openapi.json` and the router.
     public static let documentedRoutes = [
         "POST /v1/tokens", "GET /v1/tokens/{token}", "DELETE /v1/tokens/{token}", "POST /v1/validate",
-        "POST /v1/payments", "GET /v1/payments/{payment}",
+        "POST /v1/payments", "GET /v1/payments/{payment}", "POST /v1/payments/{payment}/confirm", "POST /v1/sandbox/3ds/{transaction}",
         "GET /v1/health", "GET /metrics", "GET /openapi.json",
     ]
 
@@ -68,6 +68,39 @@ public struct SidecarRoutes: Sendable {
         router.get("/v1/payments/:payment") { _, context in
             let p = try await self.paymentService().payment(context.parameters.get("payment") ?? "")
             return JSONOut.response(.ok, PaymentService.json(p))
+        }
+        router.post("/v1/payments/:payment/confirm") { request, context in
+            let service = try self.paymentService()
+            let jwt = try await Self.stringField("three_ds_result", of: request, maxBytes: 8192)
+            let p = try await service.confirm(context.parameters.get("payment") ?? "", threeDSResult: jwt)
+            metrics.payment(status: p.status.rawValue, replayed: false)
+            return JSONOut.response(.ok, PaymentService.json(p))
+        }
+        // The sandbox processor's 3DS challenge page (challenge_url), for tests and demos:
+        // `{"action":"SUCCESS|NOACTION|FAILURE|ERROR|CANCEL|TIMEOUT"}` → `{"three_ds_result":"<JWT>"}`.
+        router.post("/v1/sandbox/3ds/:transaction") { request, context in
+            let service = try self.paymentService()
+            let action = try await Self.stringField("action", of: request, maxBytes: 16)
+            let jwt = try await service.completeSandboxChallenge(context.parameters.get("transaction") ?? "", action: action)
+            var out = "{\"three_ds_result\":"
+            JSONOut.string(jwt, into: &out)
+            return JSONOut.response(.ok, out + "}")
+        }
+    }
+
+    /// A body `{"<name>":"<string>"}` with nothing else.
+    static func stringField(_ name: String, of request: Request, maxBytes: Int) async throws -> String {
+        let body = try await readJSONBody(request)
+        return try body.withUnsafeReadableBytes { raw in
+            try parse(raw) { (r: inout JSONReader) throws(VaultError) -> String in
+                var value: String?
+                try r.readObject { (r, key) throws(VaultError) in
+                    guard key == name else { throw VaultError(.requestFieldUnknown, "the body has only \(name)") }
+                    value = try r.readString(maxBytes: maxBytes)
+                }
+                guard let value else { throw VaultError(.requestFieldMissing, "\(name) is missing", field: name) }
+                return value
+            }
         }
     }
 

@@ -34,9 +34,12 @@ import VaultOpen
             return try CardEnvelope.seal(card, to: key ?? publicKey, fingerprintKey: nil, now: CalendarMonth(year: 2020, month: 1))
         }
 
+        static let threeDSKey = Array(repeating: UInt8(7), count: 32)
+
         func withApp(_ body: @escaping @Sendable (any TestClientProtocol) async throws -> Void) async throws {
             let router = Router()
-            GatewayRoutes(opener: EnvelopeOpener(ring: ring), processor: try SandboxProcessor(ledgerPath: ledger)).register(on: router)
+            let threeDS = await ThreeDSValidator(apiKey: Self.threeDSKey, issuer: "vault-sandbox-3ds")
+            GatewayRoutes(opener: EnvelopeOpener(ring: ring), processor: try SandboxProcessor(ledgerPath: ledger, threeDS: threeDS)).register(on: router)
             try await Application(router: router).test(.router, body)
         }
 
@@ -153,6 +156,103 @@ import VaultOpen
                 #expect((json["error"] as? [String: Any])?["code"] as? String == code, "\(text)")
                 #expect(!text.contains("4242424242424242"))
             }
+        }
+    }
+
+    static func post(_ client: any TestClientProtocol, _ uri: String, _ body: String) async throws -> (Int, [String: Any], String) {
+        try await client.execute(uri: uri, method: .post, headers: [.contentType: "application/json"], body: ByteBuffer(string: body)) { r in
+            let text = String(buffer: r.body)
+            return (Int(r.status.code), (try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]) ?? [:], text)
+        }
+    }
+
+    /// Starts a 3DS challenge payment; returns the payment id and the challenge's transaction id.
+    static func challenge(_ client: any TestClientProtocol, _ f: Fixture) async throws -> (String, String) {
+        let payment = RandomID.make(prefix: "pay_")
+        let (_, json, text) = try await authorize(client, request(try f.envelope("4000000000003220"), payment: payment))
+        let next = try #require(json["next_action"] as? [String: Any], "\(text)")
+        let transaction = try #require(next["transaction_id"] as? String)
+        #expect(next["challenge_url"] as? String == "/v1/sandbox/3ds/\(transaction)")
+        return (payment, transaction)
+    }
+
+    @Test(arguments: [
+        ("SUCCESS", "succeeded", nil), ("NOACTION", "succeeded", nil), ("FAILURE", "declined", "three_ds_failed"),
+        ("ERROR", "declined", "three_ds_error"), ("CANCEL", "declined", "three_ds_cancelled"), ("TIMEOUT", "declined", "three_ds_timeout"),
+    ] as [(String, String, String?)])
+    func threeDSChallengeOutcomes(action: String, status: String, declineCode: String?) async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        try await f.withApp { client in
+            let (payment, transaction) = try await Self.challenge(client, f)
+            let (acs, acsJSON, acsText) = try await Self.post(client, "/v1/sandbox/acs/\(transaction)", #"{"action":"\#(action)"}"#)
+            #expect(acs == 200, "\(acsText)")
+            let jwt = try #require(acsJSON["three_ds_result"] as? String)
+            let (s, json, text) = try await Self.post(client, "/v1/authorizations/\(payment)/confirm", #"{"three_ds_result":"\#(jwt)"}"#)
+            #expect(s == 200, "\(text)")
+            #expect(json["status"] as? String == status && json["decline_code"] as? String == declineCode, "\(text)")
+            // The outcome is recorded; the same result again is refused.
+            let (_, recorded, _) = try await client.execute(uri: "/v1/authorizations/\(payment)", method: .get) { r in
+                (r.status, (try? JSONSerialization.jsonObject(with: Data(String(buffer: r.body).utf8)) as? [String: Any]) ?? [:], 0)
+            }
+            #expect(recorded["status"] as? String == status)
+            let (again, againJSON, _) = try await Self.post(client, "/v1/authorizations/\(payment)/confirm", #"{"three_ds_result":"\#(jwt)"}"#)
+            #expect(again == 409 && (againJSON["error"] as? [String: Any])?["code"] as? String == "PAYMENT_NOT_AWAITING_ACTION")
+        }
+    }
+
+    /// Forged, expired, mismatched, replayed and malformed results are refused, each with its
+    /// code, and the payment keeps waiting.
+    @Test func badThreeDSResultsAreRefused() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        try await f.withApp { client in
+            let (payment, transaction) = try await Self.challenge(client, f)
+            let (other, otherTransaction) = try await Self.challenge(client, f)
+            let (_, good, _) = try await Self.post(client, "/v1/sandbox/acs/\(transaction)", #"{"action":"SUCCESS"}"#)
+            let (_, otherGood, _) = try await Self.post(client, "/v1/sandbox/acs/\(otherTransaction)", #"{"action":"SUCCESS"}"#)
+            let goodJWT = try #require(good["three_ds_result"] as? String)
+            let otherJWT = try #require(otherGood["three_ds_result"] as? String)
+            // The audience: read it from the good result (the challenge request's jti).
+            let segment = goodJWT.split(separator: ".")[1]
+            var b64 = segment.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+            while b64.count % 4 != 0 { b64 += "=" }
+            let claims = try #require(try JSONSerialization.jsonObject(with: Data(base64Encoded: b64)!) as? [String: Any])
+            let aud = (claims["aud"] as? String) ?? ((claims["aud"] as? [String])?.first ?? "")
+            let now = Date()
+            let forger = await ThreeDSValidator(apiKey: Array(repeating: 9, count: 32), issuer: "vault-sandbox-3ds")
+            let real = await ThreeDSValidator(apiKey: Fixture.threeDSKey, issuer: "vault-sandbox-3ds")
+            let cases: [(String, String)] = [
+                (try await forger.sign(action: "SUCCESS", audience: aud, issuedAt: now, expiresAt: now + 600, id: "jti_f"), "THREE_DS_JWT_INVALID"),
+                (try await real.sign(action: "SUCCESS", audience: aud, issuedAt: now - 7200, expiresAt: now - 3600, id: "jti_e"), "THREE_DS_JWT_EXPIRED"),
+                (try await real.sign(action: "SUCCESS", audience: aud, issuedAt: now + 3600, expiresAt: now + 7200, id: "jti_t"), "THREE_DS_JWT_EXPIRED"),
+                (try await real.sign(action: "SUCCESS", audience: aud, issuedAt: now, expiresAt: now + 600, id: "jti_i", issuer: "someone-else"), "THREE_DS_JWT_INVALID"),
+                (try await real.sign(action: "MAYBE", audience: aud, issuedAt: now, expiresAt: now + 600, id: "jti_a"), "THREE_DS_JWT_INVALID"),
+                (otherJWT, "THREE_DS_JWT_MISMATCH"),
+                ("eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0." + segment + ".", "THREE_DS_JWT_INVALID"),
+                ("not a jwt", "THREE_DS_JWT_INVALID"),
+            ]
+            for (jwt, code) in cases {
+                let (s, json, text) = try await Self.post(client, "/v1/authorizations/\(payment)/confirm", #"{"three_ds_result":"\#(jwt)"}"#)
+                #expect(s == 422, "\(code): \(text)")
+                #expect((json["error"] as? [String: Any])?["code"] as? String == code, "\(text)")
+            }
+            // A result id used once cannot confirm another challenge.
+            let (ok, _, okText) = try await Self.post(client, "/v1/authorizations/\(other)/confirm", #"{"three_ds_result":"\#(otherJWT)"}"#)
+            #expect(ok == 200, "\(okText)")
+            let otherID = try #require(((try JSONSerialization.jsonObject(with: Data(base64Encoded: {
+                var b = String(otherJWT.split(separator: ".")[1]).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+                while b.count % 4 != 0 { b += "=" }
+                return b
+            }())!) as? [String: Any])?["jti"] as? String))
+            let replay = try await real.sign(action: "SUCCESS", audience: aud, issuedAt: now, expiresAt: now + 600, id: otherID)
+            let (r, rJSON, _) = try await Self.post(client, "/v1/authorizations/\(payment)/confirm", #"{"three_ds_result":"\#(replay)"}"#)
+            #expect(r == 409 && (rJSON["error"] as? [String: Any])?["code"] as? String == "THREE_DS_JWT_REPLAYED")
+            // Still waiting, and the good result still works.
+            let (fine, fineJSON, _) = try await Self.post(client, "/v1/authorizations/\(payment)/confirm", #"{"three_ds_result":"\#(goodJWT)"}"#)
+            #expect(fine == 200 && fineJSON["status"] as? String == "succeeded")
+            let (unknown, _, _) = try await Self.post(client, "/v1/sandbox/acs/3ds_nothing", #"{"action":"SUCCESS"}"#)
+            #expect(unknown == 404)
         }
     }
 

@@ -170,6 +170,40 @@ import Testing
         }
     }
 
+    /// The 3-D Secure challenge card through the sidecar: requires_action, the challenge page,
+    /// a forged result refused, the real result confirming (or declining) the payment.
+    @Test(arguments: [("SUCCESS", "succeeded", nil), ("FAILURE", "declined", "three_ds_failed"), ("CANCEL", "declined", "three_ds_cancelled")] as [(String, String, String?)])
+    func threeDSChallengeEndToEnd(action: String, status: String, declineCode: String?) throws {
+        let s = try Stack()
+        try s.startGateway()
+        try s.startSidecar()
+        let token = try s.tokenize("4000000000003220")
+        let (http, json, body) = try s.pay(token, key: Self.key())
+        #expect(http == 201 && json["status"] as? String == "requires_action", "\(body)")
+        let id = try #require(json["id"] as? String)
+        let next = try #require(json["next_action"] as? [String: Any])
+        let url = try #require(next["challenge_url"] as? String)
+        // A result that the 3DS server did not sign is refused and the payment keeps waiting.
+        let forged = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJpc3MiOiJ2YXVsdC1zYW5kYm94LTNkcyJ9.c2lnbmF0dXJl"
+        let (bad, badBody) = try s.curl(s.sidecarSocket, "POST", "/v1/payments/\(id)/confirm", #"{"three_ds_result":"\#(forged)"}"#)
+        #expect(bad == 422 && badBody.contains("THREE_DS_JWT_INVALID"), "\(badBody)")
+        #expect(try s.curl(s.sidecarSocket, "GET", "/v1/payments/\(id)").1.contains(#""status":"requires_action""#))
+        // The cardholder completes the challenge; the caller confirms with the result.
+        let (acs, acsBody) = try s.curl(s.sidecarSocket, "POST", url, #"{"action":"\#(action)"}"#)
+        #expect(acs == 200, "\(acsBody)")
+        let jwt = try #require((try JSONSerialization.jsonObject(with: Data(acsBody.utf8)) as? [String: Any])?["three_ds_result"] as? String)
+        let (ok, okBody) = try s.curl(s.sidecarSocket, "POST", "/v1/payments/\(id)/confirm", #"{"three_ds_result":"\#(jwt)"}"#)
+        #expect(ok == 200, "\(okBody)")
+        let done = try #require(try JSONSerialization.jsonObject(with: Data(okBody.utf8)) as? [String: Any])
+        #expect(done["status"] as? String == status && done["decline_code"] as? String == declineCode, "\(okBody)")
+        #expect(try s.curl(s.sidecarSocket, "GET", "/v1/payments/\(id)").1.contains(#""status":"\#(status)""#))
+        // Confirmed once: again is refused; a paid single-use token is consumed.
+        let (again, againBody) = try s.curl(s.sidecarSocket, "POST", "/v1/payments/\(id)/confirm", #"{"three_ds_result":"\#(jwt)"}"#)
+        #expect(again == 409 && againBody.contains("PAYMENT_NOT_AWAITING_ACTION"))
+        #expect(try s.curl(s.sidecarSocket, "GET", "/v1/tokens/\(token)").0 == (status == "succeeded" ? 404 : 200))
+        #expect(try s.charges(id) == 1)
+    }
+
     /// Duplicates of one request at once make one payment and one charge.
     @Test func concurrentDuplicatesChargeOnce() throws {
         let s = try Stack()
