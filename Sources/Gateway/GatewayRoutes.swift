@@ -110,6 +110,7 @@ public struct GatewayRoutes: Sendable {
         var amount: Int
         var currency: Currency
         var envelope: CardEnvelope
+        var idempotencyKey: String?
     }
 
     func authorize(_ request: Request, logger: Logger) async throws -> Response {
@@ -127,9 +128,14 @@ public struct GatewayRoutes: Sendable {
             let card: OpenedCard
             do throws(VaultError) { card = try opener.open(parsed.envelope) } catch { throw APIError(error) }
             outcome = try await processor.authorize(
-                AuthorizationRequest(paymentID: parsed.paymentID, amount: parsed.amount, currency: parsed.currency), card: card)
+                AuthorizationRequest(
+                    paymentID: parsed.paymentID, amount: parsed.amount, currency: parsed.currency, idempotencyKey: parsed.idempotencyKey),
+                card: card)
         } catch is PaymentIDReused {
             throw APIError(.conflict, "PAYMENT_ID_REUSED", "this payment id was already used with another amount, currency or card")
+        } catch let error as ProcessorOutcomeUnknown {
+            logger.error("processor outcome unknown", metadata: ["payment": "\(parsed.paymentID)", "reason": "\(error.reason)"])
+            throw APIError(.gatewayTimeout, "GATEWAY_UNAVAILABLE", "the processor's answer was lost; the outcome is not known yet")
         } catch let error as ProcessorUnavailable {
             logger.warning("processor unavailable", metadata: ["payment": "\(parsed.paymentID)", "reason": "\(error.reason)"])
             throw APIError(.serviceUnavailable, "GATEWAY_UNAVAILABLE", "the processor could not be reached; nothing was charged, retry with the same payment id")
@@ -144,7 +150,7 @@ public struct GatewayRoutes: Sendable {
     static func parse(_ raw: UnsafeRawBufferPointer) throws(APIError) -> Parsed {
         do throws(VaultError) {
             var r = JSONReader(raw, errorCode: .requestMalformed, maxDepth: 8)
-            var paymentID: String?, amount: Int?, currency: Currency?, envelope: CardEnvelope?
+            var paymentID: String?, amount: Int?, currency: Currency?, envelope: CardEnvelope?, idempotencyKey: String?
             try r.readObject { (r, key) throws(VaultError) in
                 switch key {
                 case "payment_id":
@@ -166,7 +172,13 @@ public struct GatewayRoutes: Sendable {
                     }
                     currency = c
                 case "envelope": envelope = try CardEnvelope.parse(from: &r)
-                default: throw VaultError(.requestFieldUnknown, "an authorization has payment_id, amount, currency and envelope")
+                case "idempotency_key":
+                    let k = try r.readString(maxBytes: 255)
+                    guard !k.isEmpty, k.utf8.allSatisfy({ $0 > 32 && $0 < 127 && $0 != 34 && $0 != 92 }) else {
+                        throw VaultError(.requestFieldInvalid, "idempotency_key is printable ASCII", field: "idempotency_key")
+                    }
+                    idempotencyKey = k
+                default: throw VaultError(.requestFieldUnknown, "an authorization has payment_id, amount, currency, envelope and idempotency_key")
                 }
             }
             try r.finish()
@@ -174,7 +186,7 @@ public struct GatewayRoutes: Sendable {
             guard let amount else { throw VaultError(.requestFieldMissing, "amount is missing", field: "amount") }
             guard let currency else { throw VaultError(.requestFieldMissing, "currency is missing", field: "currency") }
             guard let envelope else { throw VaultError(.requestFieldMissing, "envelope is missing", field: "envelope") }
-            return Parsed(paymentID: paymentID, amount: amount, currency: currency, envelope: envelope)
+            return Parsed(paymentID: paymentID, amount: amount, currency: currency, envelope: envelope, idempotencyKey: idempotencyKey)
         } catch {
             let status: HTTPResponse.Status = error.code == .requestMalformed ? .badRequest : .unprocessableContent
             throw APIError(status, error.code.rawValue, error.message, field: error.field)

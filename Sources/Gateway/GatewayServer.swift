@@ -24,6 +24,8 @@ public struct GatewayServer: Sendable {
 
     public enum ProcessorChoice: Sendable, Equatable {
         case sandbox(ledgerPath: String)
+        /// A real processor through a relay template (RelayTemplate), with its own ledger.
+        case relay(templatePath: String, ledgerPath: String)
     }
 
     public let configuration: Configuration
@@ -48,6 +50,14 @@ public struct GatewayServer: Sendable {
             let threeDS = await ThreeDSValidator(apiKey: (0..<32).map { _ in UInt8.random(in: 0...255) }, issuer: "vault-sandbox-3ds")
             do { processor = try SandboxProcessor(ledgerPath: path, threeDS: threeDS) } catch {
                 throw VaultError(.gatewayLedgerUnavailable, "cannot open the sandbox ledger at \(path)")
+            }
+        case .relay(let templatePath, let ledgerPath):
+            let template: RelayTemplate
+            do throws(RelayTemplate.Invalid) { template = try RelayTemplate(path: templatePath) } catch {
+                throw VaultError(.relayTemplateInvalid, error.message)
+            }
+            do { processor = try RelayProcessor(template: template, ledgerPath: ledgerPath) } catch {
+                throw VaultError(.gatewayLedgerUnavailable, "cannot open the relay ledger at \(ledgerPath)")
             }
         }
         let router = Router(context: VaultRequestContext.self)
@@ -116,6 +126,8 @@ struct UIDAllowListMiddleware: RouterMiddleware {
 extension VaultError.Code {
     /// Core dumps could not be disabled: the gateway refuses to hold secret keys.
     public static let hardeningFailed = VaultError.Code(rawValue: "HARDENING_FAILED")
-    /// The sandbox processor's ledger cannot be opened.
+    /// A relay template that cannot be used (docs/errors.md says why in the message).
+    public static let relayTemplateInvalid = VaultError.Code(rawValue: "RELAY_TEMPLATE_INVALID")
+    /// The processor's ledger cannot be opened.
     public static let gatewayLedgerUnavailable = VaultError.Code(rawValue: "GATEWAY_LEDGER_UNAVAILABLE")
 }

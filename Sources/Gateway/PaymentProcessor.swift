@@ -9,11 +9,14 @@ public struct AuthorizationRequest: Sendable, Equatable {
     /// Minor units, > 0.
     public var amount: Int
     public var currency: Currency
+    /// The caller's idempotency key, passed on to processors that deduplicate by key.
+    public var idempotencyKey: String?
 
-    public init(paymentID: String, amount: Int, currency: Currency) {
+    public init(paymentID: String, amount: Int, currency: Currency, idempotencyKey: String? = nil) {
         self.paymentID = paymentID
         self.amount = amount
         self.currency = currency
+        self.idempotencyKey = idempotencyKey
     }
 }
 

@@ -42,11 +42,16 @@ public struct GatewayClient: Sendable {
         configuration: .init(timeout: .init(connect: .seconds(2), read: .seconds(30))))
 
     /// Asks the gateway to charge `envelopeJSON` (a sealed card envelope v1).
-    public func authorize(paymentID: String, amount: Int, currency: String, envelopeJSON: String) async throws(Failure) -> Outcome {
-        let body = #"{"payment_id":"\#(paymentID)","amount":\#(amount),"currency":"\#(currency)","envelope":\#(envelopeJSON)}"#
+    public func authorize(
+        paymentID: String, amount: Int, currency: String, envelopeJSON: String, idempotencyKey: String? = nil
+    ) async throws(Failure) -> Outcome {
+        var body = #"{"payment_id":"\#(paymentID)","amount":\#(amount),"currency":"\#(currency)","envelope":\#(envelopeJSON)"#
+        if let idempotencyKey { body += #","idempotency_key":"\#(idempotencyKey)""# }   // printable ASCII, no quotes (checked by the sidecar)
+        body += "}"
         let (status, text) = try await call("POST", "/v1/authorize", body: body)
         if status == 200 { return try Self.outcome(text) }
         let (code, message) = Self.error(text)
+        if status == 504 { throw .outcomeUnknown("the processor's answer was lost") }
         if status == 503 || code == "GATEWAY_UNAVAILABLE" { throw .notSent("the gateway could not reach the processor") }
         if status == 403 { throw .notSent("the gateway refused this sidecar (PEER_NOT_ALLOWED): check its --allow-uid") }
         throw .refused(status: status, code: code, message: message)

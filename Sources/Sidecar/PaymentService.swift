@@ -68,7 +68,8 @@ public struct PaymentService: Sendable {
         let outcome: GatewayClient.Outcome
         do throws(GatewayClient.Failure) {
             outcome = try await gateway.authorize(
-                paymentID: intent.id, amount: intent.amount, currency: intent.currency, envelopeJSON: token.fullEnvelope.json)
+                paymentID: intent.id, amount: intent.amount, currency: intent.currency, envelopeJSON: token.fullEnvelope.json,
+                idempotencyKey: request.idempotencyKey)
         } catch {
             switch error {
             case .notSent(let why):

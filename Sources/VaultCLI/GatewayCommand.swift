@@ -36,8 +36,11 @@ struct GatewayCommand: AsyncParsableCommand {
     @Option(help: "Keys directory with *.key files (default: $CREDENTIALS_DIRECTORY).")
     var keys: String?
 
-    @Option(help: "Processor: sandbox or sandbox:LEDGER.sqlite (the sandbox's durable charge ledger).")
+    @Option(help: "Processor: sandbox, or relay:TEMPLATE.json for a real processor's API (templates in deploy/relay/).")
     var processor = "sandbox"
+
+    @Option(help: "The processor's durable ledger of charges by payment id (SQLite).")
+    var ledger = "gateway-ledger.sqlite"
 
     @Option(help: "A uid allowed to call the gateway (repeatable; default: this process's uid).")
     var allowUid: [UInt32] = []
@@ -55,11 +58,13 @@ struct GatewayCommand: AsyncParsableCommand {
         config.keysDirectory = keys
         if !allowUid.isEmpty { config.allowedUIDs = Set(allowUid) }
         if processor == "sandbox" {
-            config.processor = .sandbox(ledgerPath: "gateway-sandbox.sqlite")
+            config.processor = .sandbox(ledgerPath: ledger)
         } else if processor.hasPrefix("sandbox:"), processor.count > 8 {
             config.processor = .sandbox(ledgerPath: String(processor.dropFirst(8)))
+        } else if processor.hasPrefix("relay:"), processor.count > 6 {
+            config.processor = .relay(templatePath: String(processor.dropFirst(6)), ledgerPath: ledger)
         } else {
-            throw ValidationError("--processor is sandbox or sandbox:PATH (relay: next release)")
+            throw ValidationError("--processor is sandbox, sandbox:LEDGER or relay:TEMPLATE.json")
         }
         do {
             config.socketGroup = try socketGroup.map { (g) throws(VaultError) in try SocketFile.groupID(g) }

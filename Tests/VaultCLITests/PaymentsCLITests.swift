@@ -24,10 +24,12 @@ import Testing
             try FileManager.default.copyItem(atPath: "\(dir)/gateway-keys/\(kid).pub", toPath: "\(dir)/sidecar-keys/\(kid).pub")
         }
 
-        func startGateway() throws {
+        func startGateway(processor: [String]? = nil, environment: [String: String] = [:]) throws {
             let p = Process()
             p.executableURL = URL(fileURLWithPath: vaultBinary)
-            p.arguments = ["gateway", "--socket", gatewaySocket, "--keys", dir + "/gateway-keys", "--processor", "sandbox:" + ledger]
+            p.arguments = ["gateway", "--socket", gatewaySocket, "--keys", dir + "/gateway-keys"]
+                + (processor ?? ["--processor", "sandbox:" + ledger])
+            if !environment.isEmpty { p.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
             gatewayLog = Pipe()
             p.standardError = gatewayLog
             p.standardOutput = gatewayLog

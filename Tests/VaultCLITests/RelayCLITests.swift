@@ -1,0 +1,140 @@
+import Foundation
+import Testing
+
+/// The relay processor with the templates shipped in deploy/relay/, against a real local HTTP
+/// server that records what arrives (Tests/Interop/fake_processor.py): the card reaches the
+/// processor in the body, nowhere else; declines, 5xx and timeouts map as documented.
+@Suite(.serialized) struct RelayCLITests {
+    final class FakeProcessor: @unchecked Sendable {
+        let process = Process()
+        let log: String
+        let port: Int
+
+        init(dir: String) throws {
+            log = dir + "/processor-requests.jsonl"
+            FileManager.default.createFile(atPath: log, contents: nil)
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["python3", repositoryRoot.appendingPathComponent("Tests/Interop/fake_processor.py").path, log]
+            let out = Pipe()
+            process.standardOutput = out
+            // Never the test's own stdout/stderr: swift test waits for those to close.
+            process.standardError = FileHandle.nullDevice
+            process.standardInput = FileHandle.nullDevice
+            try process.run()
+            var line = Data()
+            while let byte = try out.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) { line += byte }
+            port = Int(String(decoding: line, as: UTF8.self)) ?? 0
+        }
+
+        /// The requests received, as decoded JSON lines.
+        func requests() -> [[String: Any]] {
+            let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            return text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        }
+
+        func stop() {
+            guard process.isRunning else { return }
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+
+        deinit { stop() }
+    }
+
+    /// A copy of a shipped template with a short timeout (the 7777 case waits 10 s).
+    static func template(_ name: String, dir: String) throws -> String {
+        let source = repositoryRoot.appendingPathComponent("deploy/relay/\(name).json").path
+        var json = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: source))) as? [String: Any])
+        json["timeout_seconds"] = 1.5
+        let path = "\(dir)/\(name).json"
+        try JSONSerialization.data(withJSONObject: json).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    @Test(arguments: ["stripe-style", "cashfree-style"])
+    func relayReachesARealServerWithTheCardInTheBodyOnly(style: String) throws {
+        let s = try PaymentsCLITests.Stack()
+        let fake = try FakeProcessor(dir: s.dir)
+        defer { fake.stop() }
+        #expect(fake.port > 0)
+        let env = [
+            "RELAY_BASE_URL": "http://127.0.0.1:\(fake.port)", "STRIPE_SECRET_KEY": "sk_test_vault",
+            "CASHFREE_CLIENT_ID": "cf_id", "CASHFREE_CLIENT_SECRET": "cf_secret",
+        ]
+        try s.startGateway(processor: ["--processor", "relay:" + (try Self.template(style, dir: s.dir)), "--ledger", s.dir + "/relay.sqlite"], environment: env)
+        try s.startSidecar()
+
+        // Approved: the whole card reaches the processor, in the body.
+        let card = #"{"card":{"number":"5555555555554444","exp_month":7,"exp_year":2031,"cvc":"737","name":"Ada O'Neil & Co"}}"#
+        let (created, tokenBody) = try s.curl(s.sidecarSocket, "POST", "/v1/tokens", card)
+        #expect(created == 201, "\(tokenBody)")
+        let token = (try JSONSerialization.jsonObject(with: Data(tokenBody.utf8)) as? [String: Any])?["token"] as? String ?? ""
+        let key = "order-" + UUID().uuidString
+        let (status, json, body) = try s.pay(token, key: key, amount: 1999, currency: "EUR")
+        #expect(status == 201 && json["status"] as? String == "succeeded", "\(body)")
+        #expect((json["reference"] as? String)?.isEmpty == false)
+        let sent = try #require(fake.requests().last)
+        let sentBody = sent["body"] as? String ?? ""
+        let headers = sent["headers"] as? [String: String] ?? [:]
+        if style == "stripe-style" {
+            let form = Dictionary(uniqueKeysWithValues: sentBody.split(separator: "&").map { pair -> (String, String) in
+                let kv = pair.split(separator: "=", maxSplits: 1).map { String($0).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? "" }
+                return (kv[0], kv.count > 1 ? kv[1] : "")
+            })
+            #expect(form["payment_method_data[card][number]"] == "5555555555554444")
+            #expect(form["payment_method_data[card][cvc]"] == "737")
+            #expect(form["payment_method_data[card][exp_month]"] == "07" && form["payment_method_data[card][exp_year]"] == "2031")
+            #expect(form["payment_method_data[billing_details][name]"] == "Ada O'Neil & Co")
+            #expect(form["amount"] == "1999" && form["currency"] == "eur")
+            #expect(headers["Authorization"] == "Bearer sk_test_vault")
+            #expect(headers["Idempotency-Key"] == key)
+        } else {
+            let doc = try #require(try JSONSerialization.jsonObject(with: Data(sentBody.utf8)) as? [String: Any])
+            let cardDoc = (doc["payment_method"] as? [String: Any])?["card"] as? [String: Any] ?? [:]
+            #expect(cardDoc["card_number"] as? String == "5555555555554444")
+            #expect(cardDoc["card_cvv"] as? String == "737" && cardDoc["card_expiry_mm"] as? String == "07" && cardDoc["card_expiry_yy"] as? String == "31")
+            #expect(cardDoc["card_holder_name"] as? String == "Ada O'Neil & Co")
+            #expect((doc["order_amount"] as? NSNumber)?.doubleValue == 19.99 && doc["order_currency"] as? String == "EUR")
+            #expect(headers["x-client-secret"] == "cf_secret" && headers["x-idempotency-key"] == key)
+        }
+        // The card is in the body and nowhere else: not in the path, not in a header.
+        #expect(!containsPAN((sent["path"] as? String ?? "") + headers.description))
+
+        // Declined by the processor: a decline code; the token stays (without its CVC).
+        let declinedToken = try s.tokenize("4000000000000002")
+        let (d, dJSON, dBody) = try s.pay(declinedToken, key: "order-" + UUID().uuidString)
+        #expect(d == 201 && dJSON["status"] as? String == "declined", "\(dBody)")
+        #expect(dJSON["decline_code"] as? String == (style == "stripe-style" ? "generic_decline" : "card_declined"))
+
+        // 5xx: GATEWAY_UNAVAILABLE, nothing recorded as charged, the token is not consumed and
+        // the same key may be retried.
+        let flaky = try s.tokenize("4242424242424242")
+        let (e, _, eBody) = try s.pay(flaky, key: "order-5xx", amount: 5000)
+        #expect(e == 503 && eBody.contains("GATEWAY_UNAVAILABLE"), "\(eBody)")
+        #expect(try s.curl(s.sidecarSocket, "GET", "/v1/tokens/\(flaky)").0 == 200)
+
+        // A timeout: GATEWAY_UNAVAILABLE too, but the outcome is unknown: the payment stays open.
+        let slow = try s.tokenize("4242424242424242")
+        let (t, _, tBody) = try s.pay(slow, key: "order-timeout", amount: 7777)
+        #expect(t == 503 && tBody.contains("GATEWAY_UNAVAILABLE") && tBody.contains("not known"), "\(tBody)")
+        #expect(try s.curl(s.sidecarSocket, "GET", "/v1/tokens/\(slow)").0 == 200)
+
+        s.stop(s.sidecar)
+        s.stop(s.gateway)
+        s.collectLogs()
+        #expect(!containsPAN(s.logs), "a PAN in the sidecar's or the gateway's log")
+        for f in ["tokens.sqlite", "tokens.sqlite-wal", "relay.sqlite"] {
+            let data = FileManager.default.contents(atPath: "\(s.dir)/\(f)") ?? Data()
+            #expect(!containsPAN(String(decoding: data, as: UTF8.self)), "\(f) holds a PAN")
+        }
+    }
+
+    @Test func templatesThatPutCardDataInHeadersOrURLsAreRefused() throws {
+        let s = try PaymentsCLITests.Stack()
+        let bad = s.dir + "/bad.json"
+        try #"{"request":{"url":"https://p.example/charge?card={{pan}}","form":[["a","b"]]},"response":{"status":"s","succeeded":["ok"]}}"#
+            .write(toFile: bad, atomically: true, encoding: .utf8)
+        let r = try run(vaultBinary, ["gateway", "--socket", s.gatewaySocket, "--keys", s.dir + "/gateway-keys", "--processor", "relay:" + bad])
+        #expect(r.status != 0 && r.stderr.contains("RELAY_TEMPLATE_INVALID") && r.stderr.contains("body only"), "\(r.stderr)")
+    }
+}
