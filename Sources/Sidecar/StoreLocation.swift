@@ -104,11 +104,19 @@ extension StoreLocation.PostgresLocation {
     /// The client configuration.
     /// - Throws: `STORE_TLS_INVALID` when a certificate or key file cannot be loaded.
     public func configuration() throws(VaultError) -> PostgresClient.Configuration {
-        if let socketPath {
-            return .init(unixSocketPath: socketPath, username: username, password: password, database: database)
+        var config: PostgresClient.Configuration = if let socketPath {
+            .init(unixSocketPath: socketPath, username: username, password: password, database: database)
+        } else {
+            .init(host: host ?? "localhost", port: port, username: username, password: password, database: database, tls: try tls.clientTLS())
         }
-        return .init(host: host ?? "localhost", port: port, username: username, password: password, database: database, tls: try tls.clientTLS())
+        // Commits wait on the server's WAL flush, not on our CPU: a few connections keep the
+        // server busy, and each one costs memory on both sides.
+        config.options.maximumConnections = Self.maximumConnections
+        return config
     }
+
+    /// Connections per sidecar (the pool's upper bound).
+    public static let maximumConnections = 8
 }
 
 extension StoreLocation.PostgresLocation {

@@ -78,6 +78,20 @@ public struct SidecarClient: Sendable {
         return try checked(body.withUnsafeBytes { b in Result { () throws(VaultError) in try request("POST", "/v1/validate", body: b) } }.get())
     }
 
+    /// Pays with a token (`POST /v1/payments`): the answer is the payment (201, or 200 for a
+    /// replay of `idempotencyKey`); its `status` is succeeded, declined or requires_action.
+    /// - Throws: the sidecar's error code, or `SIDECAR_UNREACHABLE`.
+    public func pay(token: String, amount: Int, currency: String, idempotencyKey: String) throws(VaultError) -> Answer {
+        let safe = { (s: String) in String(s.unicodeScalars.filter { $0.isASCII && $0.value > 32 && $0 != "\"" && $0 != "\\" }.map(Character.init)) }
+        let body = #"{"token":"\#(Self.pathSafe(token))","amount":\#(amount),"currency":"\#(safe(currency))","idempotency_key":"\#(safe(idempotencyKey))"}"#
+        return try checked(request("POST", "/v1/payments", body: Array(body.utf8)))
+    }
+
+    /// A payment's authoritative status.
+    public func payment(_ id: String) throws(VaultError) -> Answer {
+        try checked(request("GET", "/v1/payments/" + Self.pathSafe(id)))
+    }
+
     /// Liveness.
     public func health() throws(VaultError) -> Bool { try request("GET", "/v1/health").status == 200 }
 

@@ -175,6 +175,36 @@ if !sidecarOnly, let vault = option("--vault"), let cLines = option("--c-lines")
     line("`vault seal` of one value, whole process: median \(fmt(times[times.count / 2], 1)) ms, p90 \(fmt(times[times.count * 9 / 10], 1)) ms, min \(fmt(times[0], 1)) ms (\(times.count) runs)")
 }
 
+/// Runs `op` from `concurrency` threads (one connection each) for `seconds`: rate, p50, p99 (ms).
+func run(_ concurrency: Int, seconds: Double, _ op: @escaping @Sendable () -> Bool) -> (rate: Double, p50: Double, p99: Double) {
+    final class Box: @unchecked Sendable { var lat: [[Double]] = []; var count = 0; let lock = NSLock() }
+    let box = Box()
+    box.lat = Array(repeating: [], count: concurrency)
+    let deadline = now() + UInt64(seconds * 1e9)
+    let t0 = now()
+    // One thread per connection (concurrentPerform would cap concurrency at the core count).
+    let done = DispatchGroup()
+    for i in 0..<concurrency {
+        done.enter()
+        let thread = Thread {
+            var local: [Double] = []
+            while now() < deadline {
+                let s = now()
+                guard op() else { break }
+                local.append(Double(now() - s) / 1e6)
+            }
+            box.lock.withLock { box.lat[i] = local }
+            done.leave()
+        }
+        thread.start()
+    }
+    done.wait()
+    let elapsed = Double(now() - t0) / 1e9
+    let all = box.lat.flatMap { $0 }.sorted()
+    guard !all.isEmpty else { return (0, 0, 0) }
+    return (Double(all.count) / elapsed, all[all.count / 2], all[min(all.count - 1, all.count * 99 / 100)])
+}
+
 // 6. The sidecar over its Unix socket: tokenize vs the no-op route (GET /v1/health) of the same
 // server in the same run, at concurrency 1, 8, 64; p50/p99 latency; the sidecar's peak RSS.
 @MainActor func sidecarLoad(vault: String, store: String, label: String) throws {
@@ -192,34 +222,6 @@ if !sidecarOnly, let vault = option("--vault"), let cLines = option("--c-lines")
     let client = SidecarClient(socketPath: socket)
     for _ in 0..<200 where (try? client.health()) != true { usleep(50_000) }
     let card = SecureBytes(Array(#"{"number":"4242424242424242","exp_month":12,"exp_year":2030,"cvc":"123"}"#.utf8))
-    func run(_ concurrency: Int, seconds: Double, _ op: @escaping @Sendable () -> Bool) -> (rate: Double, p50: Double, p99: Double) {
-        final class Box: @unchecked Sendable { var lat: [[Double]] = []; var count = 0; let lock = NSLock() }
-        let box = Box()
-        box.lat = Array(repeating: [], count: concurrency)
-        let deadline = now() + UInt64(seconds * 1e9)
-        let t0 = now()
-        // One thread per connection (concurrentPerform would cap concurrency at the core count).
-        let done = DispatchGroup()
-        for i in 0..<concurrency {
-            done.enter()
-            let thread = Thread {
-                var local: [Double] = []
-                while now() < deadline {
-                    let s = now()
-                    guard op() else { break }
-                    local.append(Double(now() - s) / 1e6)
-                }
-                box.lock.withLock { box.lat[i] = local }
-                done.leave()
-            }
-            thread.start()
-        }
-        done.wait()
-        let elapsed = Double(now() - t0) / 1e9
-        let all = box.lat.flatMap { $0 }.sorted()
-        guard !all.isEmpty else { return (0, 0, 0) }
-        return (Double(all.count) / elapsed, all[all.count / 2], all[min(all.count - 1, all.count * 99 / 100)])
-    }
     let seconds = quick ? 1.5 : 4.0
     for c in [1, 8, 64] {
         let noop = run(c, seconds: seconds) { (try? client.health()) == true }
@@ -229,6 +231,67 @@ if !sidecarOnly, let vault = option("--vault"), let cLines = option("--c-lines")
     let status = (try? String(contentsOfFile: "/proc/\(p.processIdentifier)/status", encoding: .utf8)) ?? ""
     let hwm = status.split(separator: "\n").first { $0.hasPrefix("VmHWM") }.map(String.init) ?? "VmHWM: ?"
     line("| sidecar peak RSS (\(label)) after the load: \(hwm.replacingOccurrences(of: "VmHWM:", with: "").trimmingCharacters(in: .whitespaces)) | | | |")
+}
+
+// 7. Payments through sidecar → gateway → sandbox: payments/s and p50/p99 at c=1/8/64 (each
+// payment uses a token made beforehand, outside the timing), against the no-op route.
+@MainActor func paymentsLoad(vault: String) throws {
+    let dir = NSTemporaryDirectory() + "vault-bench-pay-\(getpid())"
+    defer { try? FileManager.default.removeItem(atPath: dir) }
+    for sub in ["gk", "sk"] { try FileManager.default.createDirectory(atPath: "\(dir)/\(sub)", withIntermediateDirectories: true) }
+    let keygen = Process()
+    keygen.executableURL = URL(fileURLWithPath: vault)
+    keygen.arguments = ["keygen", "--out", dir + "/gk"]
+    let kidPipe = Pipe()
+    keygen.standardOutput = kidPipe
+    try keygen.run()
+    keygen.waitUntilExit()
+    let kid = String(decoding: kidPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    try FileManager.default.copyItem(atPath: "\(dir)/gk/\(kid).pub", toPath: "\(dir)/sk/\(kid).pub")
+    func start(_ arguments: [String]) throws -> Process {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: vault)
+        p.arguments = arguments + ["--log-level", "error"]
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        return p
+    }
+    let gateway = try start(["gateway", "--socket", dir + "/g.sock", "--keys", dir + "/gk", "--processor", "sandbox:\(dir)/ledger.sqlite"])
+    let sidecar = try start(["serve", "--socket", dir + "/v.sock", "--keys", dir + "/sk", "--store", "sqlite:\(dir)/t.sqlite", "--gateway", dir + "/g.sock"])
+    defer { for p in [sidecar, gateway] { p.terminate(); p.waitUntilExit() } }
+    let client = SidecarClient(socketPath: dir + "/v.sock")
+    for _ in 0..<200 where (try? client.health()) != true { usleep(50_000) }
+    let card = SecureBytes(Array(#"{"number":"4242424242424242","exp_month":12,"exp_year":2030,"cvc":"123"}"#.utf8))
+    let seconds = quick ? 1.5 : 4.0
+    for c in [1, 8, 64] {
+        // Enough tokens for the run (about 1,000 payments/s per core at most), made first.
+        let count = Int(Double(c == 1 ? 2000 : 5000) * seconds / 4.0) + 500
+        final class Tokens: @unchecked Sendable { var list: [String] = []; var next = 0; let lock = NSLock() }
+        let tokens = Tokens()
+        DispatchQueue.concurrentPerform(iterations: 4) { _ in
+            var mine: [String] = []
+            for _ in 0..<(count / 4) {
+                if let t = (try? client.tokenize(cardJSON: card))?.json?["token"] as? String { mine.append(t) }
+            }
+            tokens.lock.withLock { tokens.list += mine }
+        }
+        let noop = run(c, seconds: seconds) { (try? client.health()) == true }
+        let pay = run(c, seconds: seconds) {
+            let token: String? = tokens.lock.withLock {
+                guard tokens.next < tokens.list.count else { return nil }
+                defer { tokens.next += 1 }
+                return tokens.list[tokens.next]
+            }
+            guard let token else { return false }
+            return (try? client.pay(token: token, amount: 1050, currency: "EUR", idempotencyKey: "bench-" + token))?.json?["status"] as? String == "succeeded"
+        }
+        line("| payment (sidecar → gateway → sandbox, SQLite), c=\(c): p50 \(fmt(pay.p50, 2)) ms, p99 \(fmt(pay.p99, 2)) ms | \(fmt(pay.rate)) payments/s | \(fmt(noop.rate)) (no-op route) | \(fmt(pay.rate / noop.rate, 3)) |")
+    }
+    for (label, p) in [("sidecar", sidecar), ("gateway", gateway)] {
+        let status = (try? String(contentsOfFile: "/proc/\(p.processIdentifier)/status", encoding: .utf8)) ?? ""
+        let hwm = status.split(separator: "\n").first { $0.hasPrefix("VmHWM") }.map(String.init) ?? "VmHWM: ?"
+        line("| \(label) peak RSS after the payment load: \(hwm.replacingOccurrences(of: "VmHWM:", with: "").trimmingCharacters(in: .whitespaces)) | | | |")
+    }
 }
 
 if let vault = option("--vault"), !args.contains("--no-sidecar") {
@@ -241,6 +304,12 @@ if let vault = option("--vault"), !args.contains("--no-sidecar") {
     if let pg = ProcessInfo.processInfo.environment["VAULT_BENCH_POSTGRES"] {
         try sidecarLoad(vault: vault, store: pg, label: "PostgreSQL")
     }
+    line("")
+    line("Payments over the same socket (each payment: the token's envelope sent to `vault gateway`, opened, checked and charged by the sandbox; the gateway's open cost alone is the 'envelope open + metadata check' row above, as a ratio to C `crypto_box_seal_open`):")
+    line("")
+    line("| operation | rate | no-op route rate | ratio |")
+    line("|---|---:|---:|---:|")
+    try paymentsLoad(vault: vault)
 }
 
 if let out = option("--report") {
