@@ -16,18 +16,20 @@ public struct PaymentService: Sendable {
     let tokenizer: Tokenizer
     let payments: any PaymentStore
     let gateway: GatewayClient
+    let customers: CustomerService?
     let logger: Logger
     let now: @Sendable () -> Date
     /// How long a replay waits for a duplicate still in flight before answering 409.
     let replayWait: Duration
 
     public init(
-        tokenizer: Tokenizer, payments: any PaymentStore, gateway: GatewayClient, logger: Logger,
+        tokenizer: Tokenizer, payments: any PaymentStore, gateway: GatewayClient, customers: CustomerService? = nil, logger: Logger,
         replayWait: Duration = .seconds(10), now: @escaping @Sendable () -> Date = Date.init
     ) {
         self.tokenizer = tokenizer
         self.payments = payments
         self.gateway = gateway
+        self.customers = customers
         self.logger = logger
         self.replayWait = replayWait
         self.now = now
@@ -35,13 +37,20 @@ public struct PaymentService: Sendable {
 
     /// A payment request.
     public struct Request: Sendable {
-        public var token: String
+        /// What pays: a token, or a customer's default instrument.
+        public enum Source: Sendable { case token(String), customer(String) }
+        public var source: Source
         public var amount: Int
         public var currency: Currency
         public var idempotencyKey: String
 
         /// The canonical form stored with the payment: a replay must match it exactly.
-        var canonical: String { "token=\(token)&amount=\(amount)&currency=\(currency.code)" }
+        var canonical: String {
+            switch source {
+            case .token(let t): "token=\(t)&amount=\(amount)&currency=\(currency.code)"
+            case .customer(let c): "customer=\(c)&amount=\(amount)&currency=\(currency.code)"
+            }
+        }
     }
 
     /// Makes (or replays) a payment. `created` is false for a replay of an earlier request.
@@ -49,26 +58,38 @@ public struct PaymentService: Sendable {
         if let existing = try await store { () throws(PaymentStoreError) in try await payments.find(idempotencyKey: request.idempotencyKey) } {
             return (try await replay(existing, request), false)
         }
-        let token: TokenRecord
-        do throws(VaultError) { token = try await tokenizer.record(request.token) } catch { throw APIError(error) }
+        // The card: a token's envelope (with its CVC, if still there), or a stored instrument's.
+        let sourceID: String, envelopeJSON: String, singleUse: Bool, tokenWithCVC: String?
+        switch request.source {
+        case .token(let id):
+            let token: TokenRecord
+            do throws(VaultError) { token = try await tokenizer.record(id) } catch { throw APIError(error) }
+            (sourceID, envelopeJSON, singleUse, tokenWithCVC) = (token.token, token.fullEnvelope.json, token.singleUse, token.hasCVC ? token.token : nil)
+        case .customer(let id):
+            guard let customers else { throw APIError(.serviceUnavailable, "STORE_UNAVAILABLE", "customers are not available on this sidecar") }
+            let instrument = try await customers.defaultInstrument(of: id)
+            (sourceID, envelopeJSON, singleUse, tokenWithCVC) = (instrument.id, instrument.envelope.json, false, nil)
+        }
         let intent = PaymentRecord(
-            id: RandomID.make(prefix: "pay_"), idempotencyKey: request.idempotencyKey, request: request.canonical, token: token.token,
-            singleUse: token.singleUse, amount: request.amount, currency: request.currency.code, createdAt: now())
+            id: RandomID.make(prefix: "pay_"), idempotencyKey: request.idempotencyKey, request: request.canonical, token: sourceID,
+            singleUse: singleUse, amount: request.amount, currency: request.currency.code, createdAt: now())
         switch try await store({ () throws(PaymentStoreError) in try await payments.begin(intent) }) {
         case .existing(let existing): return (try await replay(existing, request), false)
         case .created: break
         }
         // The CVC is never kept after the first authorization attempt: drop it before the envelope leaves.
-        do throws(TokenStoreError) {
-            _ = try await tokenizer.store.dropCVC(token.token)
-        } catch {
-            try? await payments.abandon(intent.id)
-            throw APIError(VaultError(store: error))
+        if let tokenWithCVC {
+            do throws(TokenStoreError) {
+                _ = try await tokenizer.store.dropCVC(tokenWithCVC)
+            } catch {
+                try? await payments.abandon(intent.id)
+                throw APIError(VaultError(store: error))
+            }
         }
         let outcome: GatewayClient.Outcome
         do throws(GatewayClient.Failure) {
             outcome = try await gateway.authorize(
-                paymentID: intent.id, amount: intent.amount, currency: intent.currency, envelopeJSON: token.fullEnvelope.json,
+                paymentID: intent.id, amount: intent.amount, currency: intent.currency, envelopeJSON: envelopeJSON,
                 idempotencyKey: request.idempotencyKey)
         } catch {
             switch error {
@@ -208,8 +229,13 @@ public struct PaymentService: Sendable {
 
     /// A payment as the API shows it (DESIGN §5). No card data.
     public static func json(_ p: PaymentRecord) -> String {
-        var out = "{\"id\":\"\(p.id)\",\"status\":\"\(p.status.rawValue)\",\"amount\":\(p.amount),\"currency\":\"\(p.currency)\",\"token\":"
+        var out = "{\"id\":\"\(p.id)\",\"status\":\"\(p.status.rawValue)\",\"amount\":\(p.amount),\"currency\":\"\(p.currency)\","
+        out += p.token.hasPrefix("ins_") ? "\"instrument\":" : "\"token\":"
         JSONOut.string(p.token, into: &out)
+        if p.request.hasPrefix("customer=") {
+            out += ",\"customer\":"
+            JSONOut.string(String(p.request.dropFirst(9).prefix { $0 != "&" }), into: &out)
+        }
         if let code = p.code {
             out += p.status == .failed ? ",\"failure_code\":" : ",\"decline_code\":"
             JSONOut.string(code, into: &out)

@@ -16,17 +16,19 @@ public struct SidecarRoutes: Sendable {
     let validator: CardValidator
     let metrics: SidecarMetrics
     let payments: PaymentService?
+    let customers: CustomerService?
 
     /// Routes over a tokenizer; `metrics` is what `GET /metrics` serves; without `payments` (no
     /// gateway configured) the payment routes answer 503 `GATEWAY_UNAVAILABLE`.
     public init(
         tokenizer: Tokenizer, validator: CardValidator = CardValidator(), metrics: SidecarMetrics = SidecarMetrics(),
-        payments: PaymentService? = nil
+        payments: PaymentService? = nil, customers: CustomerService? = nil
     ) {
         self.tokenizer = tokenizer
         self.validator = validator
         self.metrics = metrics
         self.payments = payments
+        self.customers = customers
     }
 
     /// Every route served, as `METHOD /path` in OpenAPI notation; a test checks it against
@@ -34,6 +36,8 @@ public struct SidecarRoutes: Sendable {
     public static let documentedRoutes = [
         "POST /v1/tokens", "GET /v1/tokens/{token}", "DELETE /v1/tokens/{token}", "POST /v1/validate",
         "POST /v1/payments", "GET /v1/payments/{payment}", "POST /v1/payments/{payment}/confirm", "POST /v1/sandbox/3ds/{transaction}",
+        "POST /v1/customers", "GET /v1/customers/{customer}", "POST /v1/customers/{customer}/instruments",
+        "POST /v1/customers/{customer}/default_instrument", "DELETE /v1/customers/{customer}/instruments/{instrument}",
         "GET /v1/health", "GET /metrics", "GET /openapi.json",
     ]
 
@@ -65,6 +69,7 @@ public struct SidecarRoutes: Sendable {
         }
         router.post("/v1/validate") { request, _ in try await self.validate(request) }
         router.post("/v1/payments") { request, _ in try await self.createPayment(request) }
+        registerCustomers(on: router)
         router.get("/v1/payments/:payment") { _, context in
             let p = try await self.paymentService().payment(context.parameters.get("payment") ?? "")
             return JSONOut.response(.ok, PaymentService.json(p))
@@ -85,6 +90,72 @@ public struct SidecarRoutes: Sendable {
             var out = "{\"three_ds_result\":"
             JSONOut.string(jwt, into: &out)
             return JSONOut.response(.ok, out + "}")
+        }
+    }
+
+    func customerService() throws(APIError) -> CustomerService {
+        guard let customers else { throw APIError(.serviceUnavailable, "STORE_UNAVAILABLE", "customers are not available on this sidecar") }
+        return customers
+    }
+
+    /// Customers and stored instruments (roles: pay, admin).
+    func registerCustomers<Context: RequestContext>(on router: Router<Context>) {
+        router.post("/v1/customers") { request, _ in
+            let service = try self.customerService()
+            var reference: String?
+            if let length = request.headers[.contentLength], length != "0" {
+                let body = try await Self.readJSONBody(request)
+                reference = try body.withUnsafeReadableBytes { raw in
+                    try Self.parse(raw) { (r: inout JSONReader) throws(VaultError) -> String? in
+                        var ref: String?
+                        try r.readObject { (r, key) throws(VaultError) in
+                            guard key == "reference" else { throw VaultError(.requestFieldUnknown, "a customer has only reference") }
+                            ref = try r.readString(maxBytes: 128)
+                        }
+                        return ref
+                    }
+                }
+            }
+            let c = try await service.create(reference: reference)
+            return JSONOut.response(.created, CustomerService.json(c, []))
+        }
+        router.get("/v1/customers/:customer") { _, context in
+            let (c, instruments) = try await self.customerService().customer(context.parameters.get("customer") ?? "")
+            return JSONOut.response(.ok, CustomerService.json(c, instruments))
+        }
+        // `{"token":"tok_…","default":true}`: the token becomes a reusable instrument (CVC dropped).
+        router.post("/v1/customers/:customer/instruments") { request, context in
+            let service = try self.customerService()
+            let body = try await Self.readJSONBody(request)
+            let (token, makeDefault) = try body.withUnsafeReadableBytes { raw in
+                try Self.parse(raw) { (r: inout JSONReader) throws(VaultError) -> (String, Bool) in
+                    var token: String?, makeDefault = false
+                    try r.readObject { (r, key) throws(VaultError) in
+                        switch key {
+                        case "token": token = try r.readString(maxBytes: 64)
+                        case "default": makeDefault = try r.readBool()
+                        default: throw VaultError(.requestFieldUnknown, "attach takes token and default")
+                        }
+                    }
+                    guard let token else { throw VaultError(.requestFieldMissing, "token is missing", field: "token") }
+                    return (token, makeDefault)
+                }
+            }
+            let i = try await service.attach(customer: context.parameters.get("customer") ?? "", token: token, makeDefault: makeDefault)
+            return JSONOut.response(.created, CustomerService.instrumentJSON(i))
+        }
+        router.post("/v1/customers/:customer/default_instrument") { request, context in
+            let service = try self.customerService()
+            let id = context.parameters.get("customer") ?? ""
+            let instrument = try await Self.stringField("instrument", of: request, maxBytes: 64)
+            try await service.setDefault(customer: id, instrument: instrument)
+            let (c, instruments) = try await service.customer(id)
+            return JSONOut.response(.ok, CustomerService.json(c, instruments))
+        }
+        router.delete("/v1/customers/:customer/instruments/:instrument") { _, context in
+            try await self.customerService().detach(
+                customer: context.parameters.get("customer") ?? "", instrument: context.parameters.get("instrument") ?? "")
+            return Response(status: .noContent)
         }
     }
 
@@ -118,7 +189,7 @@ public struct SidecarRoutes: Sendable {
         let body = try await Self.readJSONBody(request)
         let parsed: PaymentService.Request = try body.withUnsafeReadableBytes { raw in
             try Self.parse(raw) { (r: inout JSONReader) throws(VaultError) -> PaymentService.Request in
-                var token: String?, amount: Int?, currency: Currency?, key: String?
+                var token: String?, customer: String?, amount: Int?, currency: Currency?, key: String?
                 try r.readObject { (r, field) throws(VaultError) in
                     switch field {
                     case "token":
@@ -145,16 +216,25 @@ public struct SidecarRoutes: Sendable {
                         }
                         key = k
                     case "customer":
-                        throw VaultError(.requestFieldInvalid, "payments by customer are not available yet: pay with a token", field: "customer")
+                        let c = try r.readString(maxBytes: 64)
+                        guard c.hasPrefix("cus_"), c.utf8.allSatisfy({ (48...57).contains($0) || (97...122).contains($0) || $0 == 95 }) else {
+                            throw VaultError(.requestFieldInvalid, "customer is cus_ and lower-case letters or digits", field: "customer")
+                        }
+                        customer = c
                     default:
-                        throw VaultError(.requestFieldUnknown, "a payment has token, amount, currency and idempotency_key")
+                        throw VaultError(.requestFieldUnknown, "a payment has token or customer, amount, currency and idempotency_key")
                     }
                 }
-                guard let token else { throw VaultError(.requestFieldMissing, "token is missing", field: "token") }
+                if token != nil, customer != nil {
+                    throw VaultError(.requestAmbiguous, "pay with a token or a customer, not both", field: "customer")
+                }
+                guard let source = token.map(PaymentService.Request.Source.token) ?? customer.map(PaymentService.Request.Source.customer) else {
+                    throw VaultError(.requestFieldMissing, "token (or customer) is missing", field: "token")
+                }
                 guard let amount else { throw VaultError(.requestFieldMissing, "amount is missing", field: "amount") }
                 guard let currency else { throw VaultError(.requestFieldMissing, "currency is missing", field: "currency") }
                 guard let key else { throw VaultError(.requestFieldMissing, "idempotency_key is missing", field: "idempotency_key") }
-                return PaymentService.Request(token: token, amount: amount, currency: currency, idempotencyKey: key)
+                return PaymentService.Request(source: source, amount: amount, currency: currency, idempotencyKey: key)
             }
         }
         let (payment, created) = try await service.pay(parsed)

@@ -52,11 +52,13 @@ public struct SidecarServer: Sendable {
         var services: [any Service] = []
         let store: any TokenStore
         let paymentStore: any PaymentStore
+        let customerStore: any CustomerStore
         switch configuration.store {
         case .sqlite(let path):
             let sqlite = try SQLiteTokenStore(path: path)
             store = sqlite
             paymentStore = try SQLitePaymentStore(pool: sqlite.database)
+            customerStore = try SQLiteCustomerStore(pool: sqlite.database)
         case .postgres(let location):
             let pgConfiguration = try location.configuration()
             try await location.probe(logger: logger)
@@ -66,19 +68,22 @@ public struct SidecarServer: Sendable {
                 group.addTask { await client.run() }
                 try await pgStore.migrate()
                 try await PostgresPaymentStore(client: client, logger: self.logger).migrate()
+                try await PostgresCustomerStore(client: client, logger: self.logger).migrate()
                 group.cancelAll()
             }
             let serving = PostgresClient(configuration: pgConfiguration, backgroundLogger: logger)
             services.append(serving)
             store = PostgresTokenStore(client: serving, logger: logger)
             paymentStore = PostgresPaymentStore(client: serving, logger: logger)
+            customerStore = PostgresCustomerStore(client: serving, logger: logger)
         }
         let metrics = SidecarMetrics()
         services.append(TokenSweeper(store: store, interval: configuration.sweepInterval, logger: logger, metrics: metrics))
         let tokenizer = Tokenizer(
             store: store, primaryKey: keys.primary, otherKeys: keys.all, fingerprintKey: keys.fingerprintKey, policy: configuration.policy)
+        let customers = CustomerService(tokenizer: tokenizer, customers: customerStore)
         let payments = configuration.gatewaySocket.map {
-            PaymentService(tokenizer: tokenizer, payments: paymentStore, gateway: GatewayClient(socketPath: $0), logger: self.logger)
+            PaymentService(tokenizer: tokenizer, payments: paymentStore, gateway: GatewayClient(socketPath: $0), customers: customers, logger: self.logger)
         }
         if let payments {
             let age = configuration.reconcileAfter
@@ -87,7 +92,7 @@ public struct SidecarServer: Sendable {
         let router = Router(context: VaultRequestContext.self)
         router.add(middleware: MetricsMiddleware(metrics: metrics))
         router.add(middleware: PeerAuthorizationMiddleware(policy: configuration.peers))
-        SidecarRoutes(tokenizer: tokenizer, metrics: metrics, payments: payments).register(on: router)
+        SidecarRoutes(tokenizer: tokenizer, metrics: metrics, payments: payments, customers: customers).register(on: router)
         try SocketFile.prepare(configuration.socketPath)
         let socketPath = configuration.socketPath, mode = configuration.socketMode, group = configuration.socketGroup
         let logger = self.logger

@@ -29,7 +29,8 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
             return StoreHarness(
                 store: store, reopen: { try SQLiteTokenStore(path: path) },
                 files: [path, path + "-wal", path + "-shm"], cleanup: { try? FileManager.default.removeItem(atPath: dir) },
-                payments: { try SQLitePaymentStore(pool: store.database) })
+                payments: { try SQLitePaymentStore(pool: store.database) },
+                customers: { try SQLiteCustomerStore(pool: store.database) })
         case .postgres:
             let socket = Backend.postgresSocket!
             let database = "vault_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
@@ -59,6 +60,11 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
                     try await store.migrate()
                     return store
                 },
+                customers: {
+                    let store = PostgresCustomerStore(client: running.client)
+                    try await store.migrate()
+                    return store
+                },
                 dump: {
                     let pgDump = try FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")
                         .sorted().last.map { "/usr/lib/postgresql/\($0)/bin/pg_dump" } ?? "pg_dump"
@@ -84,6 +90,8 @@ struct StoreHarness: Sendable {
     let cleanup: @Sendable () async -> Void
     /// A payment store in the same database (a new one on each call, as another sidecar would open).
     var payments: @Sendable () async throws -> any PaymentStore
+    /// A customer store in the same database.
+    var customers: @Sendable () async throws -> any CustomerStore
     /// A plain-text dump of the store (pg_dump for PostgreSQL; nil for SQLite, whose files are read).
     var dump: @Sendable () throws -> String? = { nil }
 }

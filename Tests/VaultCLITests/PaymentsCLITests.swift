@@ -206,6 +206,62 @@ import Testing
         #expect(try s.charges(id) == 1)
     }
 
+    /// Customers with stored instruments (the Stripe seed): attach a token (it becomes a reusable
+    /// instrument without CVC), pay by customer with the default instrument, change the default,
+    /// detach.
+    @Test func customersAndStoredInstruments() throws {
+        let s = try Stack()
+        try s.startGateway()
+        try s.startSidecar()
+        func json(_ text: String) -> [String: Any] { (try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]) ?? [:] }
+        let (created, customerBody) = try s.curl(s.sidecarSocket, "POST", "/v1/customers", #"{"reference":"shop-user-17"}"#)
+        #expect(created == 201, "\(customerBody)")
+        let customer = try #require(json(customerBody)["id"] as? String)
+        #expect(customer.hasPrefix("cus_") && json(customerBody)["reference"] as? String == "shop-user-17")
+
+        let visaToken = try s.tokenize("4242424242424242")
+        let (attached, attachBody) = try s.curl(s.sidecarSocket, "POST", "/v1/customers/\(customer)/instruments", #"{"token":"\#(visaToken)"}"#)
+        #expect(attached == 201, "\(attachBody)")
+        let visa = try #require(json(attachBody)["id"] as? String)
+        #expect((json(attachBody)["card"] as? [String: Any])?["last4"] as? String == "4242")
+        #expect(!containsPAN(attachBody))
+        #expect(try s.curl(s.sidecarSocket, "GET", "/v1/tokens/\(visaToken)").0 == 404, "an attached token is consumed")
+
+        func payByCustomer(_ key: String = "cust-" + UUID().uuidString) throws -> (Int, [String: Any], String) {
+            let (status, body) = try s.curl(
+                s.sidecarSocket, "POST", "/v1/payments", #"{"customer":"\#(customer)","amount":4200,"currency":"USD","idempotency_key":"\#(key)"}"#)
+            return (status, json(body), body)
+        }
+        // The default instrument pays, without a CVC, as often as needed.
+        for _ in 0..<2 {
+            let (status, payment, body) = try payByCustomer()
+            #expect(status == 201 && payment["status"] as? String == "succeeded", "\(body)")
+            #expect(payment["instrument"] as? String == visa && payment["customer"] as? String == customer)
+        }
+        // A second instrument made the default; then the first again.
+        let declineToken = try s.tokenize("4000000000000002")
+        let (_, secondBody) = try s.curl(s.sidecarSocket, "POST", "/v1/customers/\(customer)/instruments", #"{"token":"\#(declineToken)","default":true}"#)
+        let second = try #require(json(secondBody)["id"] as? String)
+        #expect(try payByCustomer().1["decline_code"] as? String == "generic_decline")
+        let (setDefault, setBody) = try s.curl(s.sidecarSocket, "POST", "/v1/customers/\(customer)/default_instrument", #"{"instrument":"\#(visa)"}"#)
+        #expect(setDefault == 200 && json(setBody)["default_instrument"] as? String == visa, "\(setBody)")
+        #expect(try payByCustomer().1["status"] as? String == "succeeded")
+        let (_, listed) = try s.curl(s.sidecarSocket, "GET", "/v1/customers/\(customer)")
+        #expect((json(listed)["instruments"] as? [[String: Any]])?.map { $0["id"] as? String } == [visa, second])
+        #expect(!containsPAN(listed))
+
+        // Detaching the default leaves no default: paying by customer is refused, with its code.
+        #expect(try s.curl(s.sidecarSocket, "DELETE", "/v1/customers/\(customer)/instruments/\(visa)").0 == 204)
+        let (none, _, noneBody) = try payByCustomer()
+        #expect(none == 422 && noneBody.contains("CUSTOMER_HAS_NO_INSTRUMENT"), "\(noneBody)")
+        #expect(try s.curl(s.sidecarSocket, "DELETE", "/v1/customers/\(customer)/instruments/\(visa)").0 == 404)
+        #expect(try s.curl(s.sidecarSocket, "GET", "/v1/customers/cus_nothing").0 == 404)
+        let (both, bothBody) = try s.curl(
+            s.sidecarSocket, "POST", "/v1/payments", #"{"customer":"\#(customer)","token":"tok_x","amount":1,"currency":"USD","idempotency_key":"k"}"#)
+        #expect(both == 422 && bothBody.contains("REQUEST_AMBIGUOUS"))
+        #expect(try s.charges() == 4)
+    }
+
     /// Duplicates of one request at once make one payment and one charge.
     @Test func concurrentDuplicatesChargeOnce() throws {
         let s = try Stack()

@@ -1,0 +1,87 @@
+import Foundation
+import Hummingbird
+import Payments
+import SocketHTTP
+import Tokenizer
+import VaultCrypto
+
+/// Customers and stored instruments (the Stripe seed): attaching a token turns it into a
+/// reusable instrument (its envelope kept without the CVC, the token consumed); payments by
+/// customer use the default instrument, without a CVC.
+public struct CustomerService: Sendable {
+    let tokenizer: Tokenizer
+    let customers: any CustomerStore
+    let now: @Sendable () -> Date
+
+    public init(tokenizer: Tokenizer, customers: any CustomerStore, now: @escaping @Sendable () -> Date = Date.init) {
+        self.tokenizer = tokenizer
+        self.customers = customers
+        self.now = now
+    }
+
+    public func create(reference: String?) async throws(APIError) -> CustomerRecord {
+        let c = CustomerRecord(id: RandomID.make(prefix: "cus_"), reference: reference, createdAt: now())
+        try await store { () throws(PaymentStoreError) in try await customers.create(c) }
+        return c
+    }
+
+    public func customer(_ id: String) async throws(APIError) -> (CustomerRecord, [InstrumentRecord]) {
+        guard let c = try await store({ () throws(PaymentStoreError) in try await customers.customer(id) }) else {
+            throw APIError(.notFound, "CUSTOMER_NOT_FOUND", "no customer with that id")
+        }
+        return (c, try await store { () throws(PaymentStoreError) in try await customers.instruments(of: id) })
+    }
+
+    /// Attaches a token: it becomes an instrument (no CVC) and the token is consumed.
+    public func attach(customer id: String, token: String, makeDefault: Bool) async throws(APIError) -> InstrumentRecord {
+        _ = try await customer(id)
+        let record: TokenRecord
+        do throws(VaultError) { record = try await tokenizer.record(token) } catch { throw APIError(error) }
+        let instrument = InstrumentRecord(id: RandomID.make(prefix: "ins_"), customer: id, envelope: record.envelope, createdAt: now())
+        guard try await store({ () throws(PaymentStoreError) in try await customers.attach(instrument, makeDefault: makeDefault) }) else {
+            throw APIError(.notFound, "CUSTOMER_NOT_FOUND", "no customer with that id")
+        }
+        _ = try? await tokenizer.store.delete(token)
+        return instrument
+    }
+
+    public func setDefault(customer id: String, instrument: String) async throws(APIError) {
+        guard try await store({ () throws(PaymentStoreError) in try await customers.setDefault(customer: id, instrument: instrument) }) else {
+            throw APIError(.notFound, "INSTRUMENT_NOT_FOUND", "this customer has no instrument with that id")
+        }
+    }
+
+    public func detach(customer id: String, instrument: String) async throws(APIError) {
+        guard try await store({ () throws(PaymentStoreError) in try await customers.detach(customer: id, instrument: instrument) }) else {
+            throw APIError(.notFound, "INSTRUMENT_NOT_FOUND", "this customer has no instrument with that id")
+        }
+    }
+
+    /// The instrument a payment by customer uses: the default one.
+    func defaultInstrument(of id: String) async throws(APIError) -> InstrumentRecord {
+        let (c, instruments) = try await customer(id)
+        guard let def = c.defaultInstrument, let instrument = instruments.first(where: { $0.id == def }) else {
+            throw APIError(.unprocessableContent, "CUSTOMER_HAS_NO_INSTRUMENT", "this customer has no default instrument: attach a token first")
+        }
+        return instrument
+    }
+
+    private func store<T>(_ body: () async throws(PaymentStoreError) -> T) async throws(APIError) -> T {
+        do throws(PaymentStoreError) { return try await body() } catch {
+            throw APIError(.serviceUnavailable, error.code.rawValue, error.message)
+        }
+    }
+
+    public static func json(_ c: CustomerRecord, _ instruments: [InstrumentRecord]) -> String {
+        var out = "{\"id\":\"\(c.id)\",\"reference\":"
+        if let r = c.reference { JSONOut.string(r, into: &out) } else { out += "null" }
+        out += ",\"default_instrument\":" + (c.defaultInstrument.map { "\"\($0)\"" } ?? "null")
+        out += ",\"instruments\":[" + instruments.map(instrumentJSON).joined(separator: ",") + "]"
+        out += ",\"created_at\":\"\(SidecarRoutes.iso(c.createdAt))\"}"
+        return out
+    }
+
+    public static func instrumentJSON(_ i: InstrumentRecord) -> String {
+        "{\"id\":\"\(i.id)\",\"customer\":\"\(i.customer)\",\"card\":\(i.envelope.card.json),\"created_at\":\"\(SidecarRoutes.iso(i.createdAt))\"}"
+    }
+}
