@@ -5,7 +5,7 @@ import PostgresNIO
 /// Payments in PostgreSQL, shared by every sidecar of the store. `begin` is one statement
 /// (`INSERT … ON CONFLICT (idempotency_key) DO NOTHING`) backed by a partial unique index on
 /// single-use tokens, so concurrent duplicates on several hosts still make one payment.
-public final class PostgresPaymentStore: PaymentStore {
+public final class PostgresPaymentStore: PaymentStore, SessionStore {
     private let client: PostgresClient
     private let logger: Logger
 
@@ -43,6 +43,11 @@ public final class PostgresPaymentStore: PaymentStore {
                 try await c.query(
                     "CREATE INDEX IF NOT EXISTS vault_payments_processing ON vault_payments (updated_at) WHERE status = 'processing'",
                     logger: logger)
+                try await c.query("""
+                    CREATE TABLE IF NOT EXISTS vault_sessions (
+                        id TEXT PRIMARY KEY, amount BIGINT NOT NULL, currency TEXT NOT NULL, brands TEXT NOT NULL, customer TEXT,
+                        status TEXT NOT NULL, payment_id TEXT, created_at BIGINT NOT NULL, expires_at BIGINT NOT NULL)
+                    """, logger: logger)
             }
         }
     }
@@ -101,6 +106,45 @@ public final class PostgresPaymentStore: PaymentStore {
             SELECT \(unescaped: PaymentColumns.list) FROM vault_payments
             WHERE status = 'processing' AND updated_at < \(t) ORDER BY updated_at LIMIT 100
             """)
+    }
+
+    // MARK: Sessions
+
+    public func createSession(_ x: SessionRecord) async throws(PaymentStoreError) {
+        let brands = x.acceptedBrands.joined(separator: ","), c = PaymentColumns.millis(x.createdAt), e = PaymentColumns.millis(x.expiresAt)
+        try await run("create session") { client, logger in
+            try await client.query("""
+                INSERT INTO vault_sessions (id, amount, currency, brands, customer, status, payment_id, created_at, expires_at)
+                VALUES (\(x.id), \(Int64(x.amount)), \(x.currency), \(brands), \(x.customer), \(x.status.rawValue), \(x.paymentID), \(c), \(e))
+                """, logger: logger)
+        }
+    }
+
+    public func session(_ id: String) async throws(PaymentStoreError) -> SessionRecord? {
+        try await run("session") { client, logger in
+            let rows = try await client.query(
+                "SELECT id, amount, currency, brands, customer, status, payment_id, created_at, expires_at FROM vault_sessions WHERE id = \(id)",
+                logger: logger)
+            for try await (id, amount, currency, brands, customer, status, payment, created, expires)
+                in rows.decode((String, Int64, String, String, String?, String, String?, Int64, Int64).self) {
+                return SessionRecord(
+                    id: id, amount: Int(amount), currency: currency, acceptedBrands: brands.split(separator: ",").map(String.init),
+                    customer: customer, status: SessionRecord.Status(rawValue: status) ?? .completed, paymentID: payment,
+                    createdAt: PaymentColumns.date(created), expiresAt: PaymentColumns.date(expires))
+            }
+            return nil
+        }
+    }
+
+    public func transitionSession(_ id: String, from: SessionRecord.Status, to: SessionRecord.Status, paymentID: String?) async throws(PaymentStoreError) -> Bool {
+        try await run("session transition") { client, logger in
+            let rows = try await client.query("""
+                UPDATE vault_sessions SET status = \(to.rawValue), payment_id = COALESCE(\(paymentID), payment_id)
+                WHERE id = \(id) AND status = \(from.rawValue) RETURNING id
+                """, logger: logger)
+            for try await _ in rows { return true }
+            return false
+        }
     }
 
     private func fetch(_ column: String, _ value: String) async throws(PaymentStoreError) -> [PaymentRecord] {

@@ -3,7 +3,7 @@ import GRDB
 
 /// Payments in the embedded SQLite database (the same file as the tokens; WAL, synchronous=FULL).
 /// Each change is one write transaction, so an intent is durable before `begin` returns.
-public final class SQLitePaymentStore: PaymentStore {
+public final class SQLitePaymentStore: PaymentStore, SessionStore {
     private let pool: DatabasePool
 
     /// A store over `pool` (e.g. `SQLiteTokenStore.database`); creates its table if needed.
@@ -31,6 +31,21 @@ public final class SQLitePaymentStore: PaymentStore {
                 CREATE UNIQUE INDEX payments_single_use_token ON payments(token)
                     WHERE single_use = 1 AND status IN \(PaymentColumns.holdingStatuses);
                 CREATE INDEX payments_processing ON payments(updated_at) WHERE status = 'processing';
+                """)
+        }
+        m.registerMigration("sessions-v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE sessions (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    amount INTEGER NOT NULL,
+                    currency TEXT NOT NULL,
+                    brands TEXT NOT NULL,
+                    customer TEXT,
+                    status TEXT NOT NULL,
+                    payment_id TEXT,
+                    created_at INTEGER NOT NULL,
+                    expires_at INTEGER NOT NULL
+                )
                 """)
         }
         do { try m.migrate(pool) } catch {
@@ -104,6 +119,42 @@ public final class SQLitePaymentStore: PaymentStore {
             }
         } catch {
             throw PaymentStoreError(.unavailable, "payment lookup failed: \(Self.describe(error))")
+        }
+    }
+
+    // MARK: Sessions
+
+    public func createSession(_ x: SessionRecord) async throws(PaymentStoreError) {
+        try await write { db in
+            try db.execute(
+                sql: "INSERT INTO sessions (id, amount, currency, brands, customer, status, payment_id, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                arguments: [x.id, x.amount, x.currency, x.acceptedBrands.joined(separator: ","), x.customer, x.status.rawValue, x.paymentID,
+                            PaymentColumns.millis(x.createdAt), PaymentColumns.millis(x.expiresAt)])
+        }
+    }
+
+    public func session(_ id: String) async throws(PaymentStoreError) -> SessionRecord? {
+        do {
+            return try await pool.read { db in
+                try Row.fetchOne(db, sql: "SELECT * FROM sessions WHERE id = ?", arguments: [id]).map { r in
+                    SessionRecord(
+                        id: r["id"], amount: r["amount"], currency: r["currency"],
+                        acceptedBrands: (r["brands"] as String).split(separator: ",").map(String.init), customer: r["customer"],
+                        status: SessionRecord.Status(rawValue: r["status"]) ?? .completed, paymentID: r["payment_id"],
+                        createdAt: PaymentColumns.date(r["created_at"]), expiresAt: PaymentColumns.date(r["expires_at"]))
+                }
+            }
+        } catch {
+            throw PaymentStoreError(.unavailable, "session lookup failed: \(Self.describe(error))")
+        }
+    }
+
+    public func transitionSession(_ id: String, from: SessionRecord.Status, to: SessionRecord.Status, paymentID: String?) async throws(PaymentStoreError) -> Bool {
+        try await write { db in
+            try db.execute(
+                sql: "UPDATE sessions SET status = ?, payment_id = COALESCE(?, payment_id) WHERE id = ? AND status = ?",
+                arguments: [to.rawValue, paymentID, id, from.rawValue])
+            return db.changesCount > 0
         }
     }
 

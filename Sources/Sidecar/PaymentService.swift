@@ -55,7 +55,7 @@ public struct PaymentService: Sendable {
 
     /// Makes (or replays) a payment. `created` is false for a replay of an earlier request.
     public func pay(_ request: Request) async throws(APIError) -> (payment: PaymentRecord, created: Bool) {
-        if let existing = try await store { () throws(PaymentStoreError) in try await payments.find(idempotencyKey: request.idempotencyKey) } {
+        if let existing = try await store({ () throws(PaymentStoreError) in try await payments.find(idempotencyKey: request.idempotencyKey) }) {
             return (try await replay(existing, request), false)
         }
         // The card: a token's envelope (with its CVC, if still there), or a stored instrument's.

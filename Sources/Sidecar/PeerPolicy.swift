@@ -57,6 +57,10 @@ public struct PeerPolicy: Sendable, Equatable {
         case (.get, _) where path.hasPrefix("/v1/tokens/"): [.tokenize, .pay, .admin]
         case (_, _) where path.hasPrefix("/v1/payments") || path.hasPrefix("/v1/customers"): [.pay, .admin]
         case (.post, _) where path.hasPrefix("/v1/sandbox/3ds/"): [.tokenize, .pay, .admin]
+        // Sessions: made by pay/admin; read and paid by a tokenize caller that presents the id.
+        case (.post, "/v1/sessions"): [.pay, .admin]
+        case (.get, _) where path.hasPrefix("/v1/sessions/"): [.tokenize, .pay, .admin]
+        case (.post, _) where path.hasPrefix("/v1/sessions/") && path.hasSuffix("/pay"): [.tokenize, .pay, .admin]
         default: [.admin]
         }
     }

@@ -17,13 +17,15 @@ public struct SidecarRoutes: Sendable {
     let metrics: SidecarMetrics
     let payments: PaymentService?
     let customers: CustomerService?
+    let sessions: SessionService?
 
     /// Routes over a tokenizer; `metrics` is what `GET /metrics` serves; without `payments` (no
     /// gateway configured) the payment routes answer 503 `GATEWAY_UNAVAILABLE`.
     public init(
         tokenizer: Tokenizer, validator: CardValidator = CardValidator(), metrics: SidecarMetrics = SidecarMetrics(),
-        payments: PaymentService? = nil, customers: CustomerService? = nil
+        payments: PaymentService? = nil, customers: CustomerService? = nil, sessions: SessionService? = nil
     ) {
+        self.sessions = sessions
         self.tokenizer = tokenizer
         self.validator = validator
         self.metrics = metrics
@@ -38,6 +40,7 @@ public struct SidecarRoutes: Sendable {
         "POST /v1/payments", "GET /v1/payments/{payment}", "POST /v1/payments/{payment}/confirm", "POST /v1/sandbox/3ds/{transaction}",
         "POST /v1/customers", "GET /v1/customers/{customer}", "POST /v1/customers/{customer}/instruments",
         "POST /v1/customers/{customer}/default_instrument", "DELETE /v1/customers/{customer}/instruments/{instrument}",
+        "POST /v1/sessions", "GET /v1/sessions/{session}", "POST /v1/sessions/{session}/pay",
         "GET /v1/health", "GET /metrics", "GET /openapi.json",
     ]
 
@@ -70,6 +73,7 @@ public struct SidecarRoutes: Sendable {
         router.post("/v1/validate") { request, _ in try await self.validate(request) }
         router.post("/v1/payments") { request, _ in try await self.createPayment(request) }
         registerCustomers(on: router)
+        registerSessions(on: router)
         router.get("/v1/payments/:payment") { _, context in
             let p = try await self.paymentService().payment(context.parameters.get("payment") ?? "")
             return JSONOut.response(.ok, PaymentService.json(p))
@@ -92,6 +96,110 @@ public struct SidecarRoutes: Sendable {
             return JSONOut.response(.ok, out + "}")
         }
     }
+
+    func sessionService() throws(APIError) -> SessionService {
+        guard let sessions else {
+            throw APIError(.serviceUnavailable, "GATEWAY_UNAVAILABLE", "this sidecar has no gateway (vault serve --gateway PATH)")
+        }
+        return sessions
+    }
+
+    /// Checkout sessions: created by pay/admin, paid by tokenize with one card.
+    func registerSessions<Context: RequestContext>(on router: Router<Context>) {
+        // `{"amount","currency","accepted_brands":["visa",…],"customer":"cus_…","ttl_seconds":900}`
+        router.post("/v1/sessions") { request, _ in
+            let service = try self.sessionService()
+            let body = try await Self.readJSONBody(request)
+            let (amount, currency, brands, customer, ttl) = try body.withUnsafeReadableBytes { raw in
+                try Self.parse(raw) { (r: inout JSONReader) throws(VaultError) -> (Int, Currency, [CardBrand], String?, Double) in
+                    var amount: Int?, currency: Currency?, brands: [CardBrand] = [], customer: String?, ttl = 900.0
+                    try r.readObject { (r, key) throws(VaultError) in
+                        switch key {
+                        case "amount":
+                            let v = try r.readInt()
+                            guard (1...Currency.maximumAmount).contains(v) else {
+                                throw VaultError(.amountInvalid, "amount is a positive integer in minor units", field: "amount")
+                            }
+                            amount = v
+                        case "currency":
+                            guard let c = Currency(try r.readString(maxBytes: 8)) else {
+                                throw VaultError(.currencyInvalid, "currency is an ISO 4217 code", field: "currency")
+                            }
+                            currency = c
+                        case "accepted_brands":
+                            try r.readArray { r throws(VaultError) in
+                                let b = CardBrand(rawValue: try r.readString(maxBytes: 32))
+                                guard CardBrand.all.contains(b) else {
+                                    throw VaultError(.requestFieldInvalid, "unknown brand \(JSONReader.printable(b.rawValue))", field: "accepted_brands")
+                                }
+                                brands.append(b)
+                            }
+                        case "customer": customer = try r.readString(maxBytes: 64)
+                        case "ttl_seconds":
+                            let t = try r.readInt()
+                            guard (1...Int(SessionService.maxTTL)).contains(t) else {
+                                throw VaultError(.requestFieldInvalid, "ttl_seconds is 1 to 3600", field: "ttl_seconds")
+                            }
+                            ttl = Double(t)
+                        default: throw VaultError(.requestFieldUnknown, "a session has amount, currency, accepted_brands, customer and ttl_seconds")
+                        }
+                    }
+                    guard let amount else { throw VaultError(.requestFieldMissing, "amount is missing", field: "amount") }
+                    guard let currency else { throw VaultError(.requestFieldMissing, "currency is missing", field: "currency") }
+                    return (amount, currency, brands, customer, ttl)
+                }
+            }
+            let session = try await service.create(amount: amount, currency: currency, acceptedBrands: brands, customer: customer, ttl: ttl)
+            return JSONOut.response(.created, SessionService.json(session))
+        }
+        router.get("/v1/sessions/:session") { _, context in
+            JSONOut.response(.ok, SessionService.json(try await self.sessionService().session(context.parameters.get("session") ?? "")))
+        }
+        // `{"card":{…}}` or `{"envelope":{…}}`, and `idempotency_key`: tokenize and pay the session.
+        router.post("/v1/sessions/:session/pay") { request, context in
+            let service = try self.sessionService()
+            var body = try await Self.readJSONBody(request)
+            defer { Self.wipe(&body) }
+            let (input, key): (CardInput, String) = try body.withUnsafeReadableBytes { raw in
+                try Self.parse(raw) { (r: inout JSONReader) throws(VaultError) -> (CardInput, String) in
+                    var found: CardInput?, key: String?
+                    try r.readObject { (r, field) throws(VaultError) in
+                        switch field {
+                        case "card":
+                            guard found == nil else { throw VaultError(.requestAmbiguous, "give either card or envelope", field: field) }
+                            found = .card(try CardData.parse(from: &r, fieldPrefix: "card."))
+                        case "envelope":
+                            guard found == nil else { throw VaultError(.requestAmbiguous, "give either card or envelope", field: field) }
+                            found = .envelope(try CardEnvelope.parse(from: &r))
+                        case "idempotency_key":
+                            let k = try r.readString(maxBytes: 255)
+                            guard !k.isEmpty, k.utf8.allSatisfy({ $0 > 32 && $0 < 127 && $0 != 34 && $0 != 92 }) else {
+                                throw VaultError(.requestFieldInvalid, "idempotency_key is printable ASCII", field: "idempotency_key")
+                            }
+                            key = k
+                        default: throw VaultError(.requestFieldUnknown, "a session payment has card or envelope, and idempotency_key")
+                        }
+                    }
+                    guard let found else { throw VaultError(.requestFieldMissing, "give card or envelope", field: "card") }
+                    guard let key else { throw VaultError(.requestFieldMissing, "idempotency_key is missing", field: "idempotency_key") }
+                    return (found, key)
+                }
+            }
+            let (payment, created) = try await service.pay(context.parameters.get("session") ?? "", idempotencyKey: key) { () throws(APIError) in
+                try await self.call { () throws(VaultError) in
+                    switch input {
+                    case .card(let card): try await self.tokenizer.tokenize(card)
+                    case .envelope(let envelope): try await self.tokenizer.tokenize(envelope: envelope)
+                    }
+                }
+            }
+            metrics.payment(status: payment.status.rawValue, replayed: !created)
+            return JSONOut.response(created ? .created : .ok, PaymentService.json(payment))
+        }
+    }
+
+    /// A card to tokenize: in clear (sealed at the door) or already sealed by the caller.
+    enum CardInput { case card(CardData), envelope(CardEnvelope) }
 
     func customerService() throws(APIError) -> CustomerService {
         guard let customers else { throw APIError(.serviceUnavailable, "STORE_UNAVAILABLE", "customers are not available on this sidecar") }

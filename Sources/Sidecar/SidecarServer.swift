@@ -51,7 +51,7 @@ public struct SidecarServer: Sendable {
         let keys = try SidecarKeys.load(directory: configuration.keysDirectory, logger: logger)
         var services: [any Service] = []
         let store: any TokenStore
-        let paymentStore: any PaymentStore
+        let paymentStore: any PaymentStore & SessionStore
         let customerStore: any CustomerStore
         switch configuration.store {
         case .sqlite(let path):
@@ -92,7 +92,8 @@ public struct SidecarServer: Sendable {
         let router = Router(context: VaultRequestContext.self)
         router.add(middleware: MetricsMiddleware(metrics: metrics))
         router.add(middleware: PeerAuthorizationMiddleware(policy: configuration.peers))
-        SidecarRoutes(tokenizer: tokenizer, metrics: metrics, payments: payments, customers: customers).register(on: router)
+        let sessions = payments.map { SessionService(sessions: paymentStore, payments: $0, tokenizer: tokenizer) }
+        SidecarRoutes(tokenizer: tokenizer, metrics: metrics, payments: payments, customers: customers, sessions: sessions).register(on: router)
         try SocketFile.prepare(configuration.socketPath)
         let socketPath = configuration.socketPath, mode = configuration.socketMode, group = configuration.socketGroup
         let logger = self.logger

@@ -262,6 +262,68 @@ import Testing
         #expect(try s.charges() == 4)
     }
 
+    /// Checkout sessions: made by a pay/admin caller; paid once, with one card of an accepted
+    /// brand, before expiry; a declined card leaves the session open.
+    @Test func checkoutSessions() throws {
+        let s = try Stack()
+        chmod(s.dir, 0o755)
+        try s.startGateway()
+        try s.startSidecar(extra: getuid() == 0 ? ["--socket-mode", "666", "--allow", "uid:0=admin", "--allow", "uid:65534=tokenize"] : [])
+        func json(_ text: String) -> [String: Any] { (try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]) ?? [:] }
+        func session(_ body: String) throws -> String {
+            let (status, text) = try s.curl(s.sidecarSocket, "POST", "/v1/sessions", body)
+            #expect(status == 201, "\(text)")
+            return json(text)["id"] as? String ?? ""
+        }
+        func pay(_ id: String, _ pan: String, key: String = "sess-" + UUID().uuidString) throws -> (Int, [String: Any], String) {
+            let (status, text) = try s.curl(s.sidecarSocket, "POST", "/v1/sessions/\(id)/pay",
+                #"{"card":{"number":"\#(pan)","exp_month":12,"exp_year":2030,"cvc":"123"},"idempotency_key":"\#(key)"}"#)
+            return (status, json(text), text)
+        }
+        let id = try session(#"{"amount":2599,"currency":"GBP","accepted_brands":["mastercard","visa"]}"#)
+        #expect(id.hasPrefix("sess_"))
+        // A declined card leaves the session open; an accepted card pays its amount, once.
+        let (d, declined, _) = try pay(id, "4000000000000002")
+        #expect(d == 201 && declined["status"] as? String == "declined")
+        let key = "sess-" + UUID().uuidString
+        let (p, paid, paidBody) = try pay(id, "5555555555554444", key: key)
+        #expect(p == 201 && paid["status"] as? String == "succeeded" && paid["amount"] as? Int == 2599 && paid["currency"] as? String == "GBP", "\(paidBody)")
+        let (replay, again, _) = try pay(id, "5555555555554444", key: key)
+        #expect(replay == 200 && again["id"] as? String == paid["id"] as? String)
+        let (used, _, usedBody) = try pay(id, "4242424242424242")
+        #expect(used == 409 && usedBody.contains("SESSION_USED"), "\(usedBody)")
+        #expect(json(try s.curl(s.sidecarSocket, "GET", "/v1/sessions/\(id)").1)["status"] as? String == "completed")
+        // Out of scope: a brand the session does not accept; nothing is kept.
+        let amexOnly = try session(#"{"amount":100,"currency":"USD","accepted_brands":["amex"]}"#)
+        let (brand, _, brandBody) = try pay(amexOnly, "4242424242424242")
+        #expect(brand == 422 && brandBody.contains("SESSION_BRAND_NOT_ACCEPTED"), "\(brandBody)")
+        // Expired; unknown.
+        let short = try session(#"{"amount":100,"currency":"USD","ttl_seconds":1}"#)
+        usleep(1_300_000)
+        let (expired, _, expiredBody) = try pay(short, "4242424242424242")
+        #expect(expired == 410 && expiredBody.contains("SESSION_EXPIRED"), "\(expiredBody)")
+        #expect(try pay("sess_nothing", "4242424242424242").0 == 404)
+        #expect(try s.charges() == 2)
+
+        // A tokenize-only caller may pay a session it is given, and nothing else.
+        if getuid() == 0 {
+            let open = try session(#"{"amount":700,"currency":"EUR"}"#)
+            func asNobody(_ method: String, _ path: String, _ body: String? = nil) throws -> (Int, String) {
+                var args = ["-u", "nobody", "--", "curl", "-s", "-o", "-", "-w", "\n%{http_code}", "--unix-socket", s.sidecarSocket, "-X", method]
+                if let body { args += ["-H", "Content-Type: application/json", "--data-binary", body] }
+                let r = try run("/usr/sbin/runuser", args + ["http://vault" + path])
+                let lines = r.out.split(separator: "\n", omittingEmptySubsequences: false)
+                return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
+            }
+            #expect(try asNobody("POST", "/v1/sessions", #"{"amount":1,"currency":"EUR"}"#).0 == 403)
+            #expect(try asNobody("POST", "/v1/payments", #"{"token":"tok_a","amount":1,"currency":"EUR","idempotency_key":"k"}"#).0 == 403)
+            #expect(try asNobody("GET", "/v1/sessions/\(open)").0 == 200)
+            let (ok, okBody) = try asNobody("POST", "/v1/sessions/\(open)/pay",
+                #"{"card":{"number":"4242424242424242","exp_month":12,"exp_year":2030},"idempotency_key":"nobody-1"}"#)
+            #expect(ok == 201 && okBody.contains(#""status":"succeeded""#), "\(okBody)")
+        }
+    }
+
     /// Duplicates of one request at once make one payment and one charge.
     @Test func concurrentDuplicatesChargeOnce() throws {
         let s = try Stack()

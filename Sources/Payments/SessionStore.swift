@@ -1,0 +1,51 @@
+import Foundation
+
+/// A checkout session (the Payrails and Cashfree model): a trusted backend fixes amount,
+/// currency, accepted brands and optionally the customer; a less-trusted caller (the checkout
+/// page's server, role `tokenize`) may then tokenize one card and pay exactly that, once, before
+/// the session expires.
+public struct SessionRecord: Sendable, Equatable {
+    public enum Status: String, Sendable {
+        /// Waiting for a card.
+        case open
+        /// A payment is being made in it (claimed; back to open if it is declined).
+        case paying
+        /// Paid (or waiting for 3-D Secure): it cannot be used again.
+        case completed
+    }
+
+    public var id: String
+    public var amount: Int
+    public var currency: String
+    /// Accepted brands (`visa`, `mastercard`, …); empty: any.
+    public var acceptedBrands: [String]
+    public var customer: String?
+    public var status: Status
+    public var paymentID: String?
+    public var createdAt: Date
+    public var expiresAt: Date
+
+    public init(
+        id: String, amount: Int, currency: String, acceptedBrands: [String], customer: String?, status: Status = .open,
+        paymentID: String? = nil, createdAt: Date, expiresAt: Date
+    ) {
+        self.id = id
+        self.amount = amount
+        self.currency = currency
+        self.acceptedBrands = acceptedBrands
+        self.customer = customer
+        self.status = status
+        self.paymentID = paymentID
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+    }
+}
+
+/// Where sessions live (the payment stores implement it: SQLite and PostgreSQL).
+public protocol SessionStore: Sendable {
+    func createSession(_ session: SessionRecord) async throws(PaymentStoreError)
+    func session(_ id: String) async throws(PaymentStoreError) -> SessionRecord?
+    /// Moves a session from `from` to `to` (recording `paymentID` if given), atomically. False
+    /// when it was not in `from` (someone else claimed or completed it).
+    func transitionSession(_ id: String, from: SessionRecord.Status, to: SessionRecord.Status, paymentID: String?) async throws(PaymentStoreError) -> Bool
+}
