@@ -4,7 +4,7 @@ import PostgresNIO
 import VaultCrypto
 
 /// Customers and instruments in PostgreSQL, shared by every sidecar of the store.
-public final class PostgresCustomerStore: CustomerStore {
+public final class PostgresCustomerStore: CustomerStore, MandateStore {
     private let client: PostgresClient
     private let logger: Logger
 
@@ -27,6 +27,12 @@ public final class PostgresCustomerStore: CustomerStore {
                         envelope TEXT NOT NULL, created_at BIGINT NOT NULL)
                     """, logger: logger)
                 try await c.query("CREATE INDEX IF NOT EXISTS vault_instruments_customer ON vault_instruments (customer)", logger: logger)
+                try await c.query("""
+                    CREATE TABLE IF NOT EXISTS vault_mandates (
+                        id TEXT PRIMARY KEY, customer TEXT NOT NULL, instrument TEXT NOT NULL, amount BIGINT NOT NULL,
+                        max_amount BIGINT NOT NULL, currency TEXT NOT NULL, interval TEXT NOT NULL, max_cycles BIGINT NOT NULL,
+                        status TEXT NOT NULL, created_at BIGINT NOT NULL, expires_at BIGINT NOT NULL)
+                    """, logger: logger)
             }
         }
     }
@@ -97,6 +103,42 @@ public final class PostgresCustomerStore: CustomerStore {
                     "UPDATE vault_customers SET default_instrument = NULL WHERE id = \(customer) AND default_instrument = \(instrument)", logger: logger)
                 return true
             }
+        }
+    }
+
+    // MARK: Mandates
+
+    public func createMandate(_ x: MandateRecord) async throws(PaymentStoreError) {
+        let c = PaymentColumns.millis(x.createdAt), e = PaymentColumns.millis(x.expiresAt)
+        try await run("create mandate") { client, logger in
+            try await client.query("""
+                INSERT INTO vault_mandates (\(unescaped: MandateColumns.list)) VALUES (\(x.id), \(x.customer), \(x.instrument),
+                \(Int64(x.amount)), \(Int64(x.maxAmount)), \(x.currency), \(x.interval.rawValue), \(Int64(x.maxCycles)), \(x.status.rawValue), \(c), \(e))
+                """, logger: logger)
+        }
+    }
+
+    public func mandate(_ id: String) async throws(PaymentStoreError) -> MandateRecord? {
+        try await run("mandate") { client, logger in
+            let rows = try await client.query("SELECT \(unescaped: MandateColumns.list) FROM vault_mandates WHERE id = \(id)", logger: logger)
+            for try await row in rows {
+                let r = row.makeRandomAccess()
+                return MandateRecord(
+                    id: try r[0].decode(String.self), customer: try r[1].decode(String.self), instrument: try r[2].decode(String.self),
+                    amount: Int(try r[3].decode(Int64.self)), maxAmount: Int(try r[4].decode(Int64.self)), currency: try r[5].decode(String.self),
+                    interval: MandateRecord.Interval(rawValue: try r[6].decode(String.self)) ?? .month, maxCycles: Int(try r[7].decode(Int64.self)),
+                    status: MandateRecord.Status(rawValue: try r[8].decode(String.self)) ?? .cancelled,
+                    createdAt: PaymentColumns.date(try r[9].decode(Int64.self)), expiresAt: PaymentColumns.date(try r[10].decode(Int64.self)))
+            }
+            return nil
+        }
+    }
+
+    public func cancelMandate(_ id: String) async throws(PaymentStoreError) -> Bool {
+        try await run("cancel mandate") { client, logger in
+            for try await _ in try await client.query(
+                "UPDATE vault_mandates SET status = 'cancelled' WHERE id = \(id) AND status = 'active' RETURNING id", logger: logger) { return true }
+            return false
         }
     }
 

@@ -3,7 +3,7 @@ import GRDB
 import VaultCrypto
 
 /// Customers and instruments in the embedded SQLite database (the tokens' file).
-public final class SQLiteCustomerStore: CustomerStore {
+public final class SQLiteCustomerStore: CustomerStore, MandateStore {
     private let pool: DatabasePool
 
     public init(pool: DatabasePool) throws(PaymentStoreError) {
@@ -24,6 +24,15 @@ public final class SQLiteCustomerStore: CustomerStore {
                     created_at INTEGER NOT NULL
                 );
                 CREATE INDEX instruments_customer ON instruments(customer);
+                """)
+        }
+        m.registerMigration("mandates-v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE mandates (
+                    id TEXT PRIMARY KEY NOT NULL, customer TEXT NOT NULL, instrument TEXT NOT NULL, amount INTEGER NOT NULL,
+                    max_amount INTEGER NOT NULL, currency TEXT NOT NULL, interval TEXT NOT NULL, max_cycles INTEGER NOT NULL,
+                    status TEXT NOT NULL, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL
+                )
                 """)
         }
         do { try m.migrate(pool) } catch {
@@ -92,6 +101,36 @@ public final class SQLiteCustomerStore: CustomerStore {
             guard db.changesCount > 0 else { return false }
             try db.execute(sql: "UPDATE customers SET default_instrument = NULL WHERE id = ? AND default_instrument = ?", arguments: [customer, instrument])
             return true
+        }
+    }
+
+    // MARK: Mandates
+
+    public func createMandate(_ x: MandateRecord) async throws(PaymentStoreError) {
+        try await write { db in
+            try db.execute(
+                sql: "INSERT INTO mandates (\(MandateColumns.list)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                arguments: [x.id, x.customer, x.instrument, x.amount, x.maxAmount, x.currency, x.interval.rawValue, x.maxCycles,
+                            x.status.rawValue, PaymentColumns.millis(x.createdAt), PaymentColumns.millis(x.expiresAt)])
+        }
+    }
+
+    public func mandate(_ id: String) async throws(PaymentStoreError) -> MandateRecord? {
+        try await read { db in
+            try Row.fetchOne(db, sql: "SELECT \(MandateColumns.list) FROM mandates WHERE id = ?", arguments: [id]).map { r in
+                MandateRecord(
+                    id: r["id"], customer: r["customer"], instrument: r["instrument"], amount: r["amount"], maxAmount: r["max_amount"],
+                    currency: r["currency"], interval: MandateRecord.Interval(rawValue: r["interval"]) ?? .month, maxCycles: r["max_cycles"],
+                    status: MandateRecord.Status(rawValue: r["status"]) ?? .cancelled,
+                    createdAt: PaymentColumns.date(r["created_at"]), expiresAt: PaymentColumns.date(r["expires_at"]))
+            }
+        }
+    }
+
+    public func cancelMandate(_ id: String) async throws(PaymentStoreError) -> Bool {
+        try await write { db in
+            try db.execute(sql: "UPDATE mandates SET status = 'cancelled' WHERE id = ? AND status = 'active'", arguments: [id])
+            return db.changesCount > 0
         }
     }
 

@@ -38,7 +38,11 @@ public struct PaymentService: Sendable {
     /// A payment request.
     public struct Request: Sendable {
         /// What pays: a token, or a customer's default instrument.
-        public enum Source: Sendable { case token(String), customer(String) }
+        public enum Source: Sendable {
+            case token(String), customer(String)
+            /// A mandate's cycle, charged on the mandate's instrument.
+            case mandate(String, cycle: Int, instrument: String)
+        }
         public var source: Source
         public var amount: Int
         public var currency: Currency
@@ -49,6 +53,7 @@ public struct PaymentService: Sendable {
             switch source {
             case .token(let t): "token=\(t)&amount=\(amount)&currency=\(currency.code)"
             case .customer(let c): "customer=\(c)&amount=\(amount)&currency=\(currency.code)"
+            case .mandate(let m, let cycle, _): "mandate=\(m)&cycle=\(cycle)&amount=\(amount)&currency=\(currency.code)"
             }
         }
     }
@@ -68,6 +73,11 @@ public struct PaymentService: Sendable {
         case .customer(let id):
             guard let customers else { throw APIError(.serviceUnavailable, "STORE_UNAVAILABLE", "customers are not available on this sidecar") }
             let instrument = try await customers.defaultInstrument(of: id)
+            (sourceID, envelopeJSON, singleUse, tokenWithCVC) = (instrument.id, instrument.envelope.json, false, nil)
+        case .mandate(_, _, let instrumentID):
+            guard let customers, let instrument = try? await customers.customers.instrument(instrumentID) else {
+                throw APIError(.unprocessableContent, "MANDATE_INSTRUMENT_GONE", "the mandate's instrument was detached")
+            }
             (sourceID, envelopeJSON, singleUse, tokenWithCVC) = (instrument.id, instrument.envelope.json, false, nil)
         }
         let intent = PaymentRecord(
@@ -235,6 +245,10 @@ public struct PaymentService: Sendable {
         if p.request.hasPrefix("customer=") {
             out += ",\"customer\":"
             JSONOut.string(String(p.request.dropFirst(9).prefix { $0 != "&" }), into: &out)
+        }
+        if p.request.hasPrefix("mandate=") {
+            out += ",\"mandate\":"
+            JSONOut.string(String(p.request.dropFirst(8).prefix { $0 != "&" }), into: &out)
         }
         if let code = p.code {
             out += p.status == .failed ? ",\"failure_code\":" : ",\"decline_code\":"

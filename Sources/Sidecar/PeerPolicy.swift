@@ -55,7 +55,7 @@ public struct PeerPolicy: Sendable, Equatable {
         case (.get, "/v1/health"), (.get, "/openapi.json"), (.get, "/metrics"): nil
         case (.post, "/v1/tokens"), (.post, "/v1/validate"): [.tokenize, .admin]
         case (.get, _) where path.hasPrefix("/v1/tokens/"): [.tokenize, .pay, .admin]
-        case (_, _) where path.hasPrefix("/v1/payments") || path.hasPrefix("/v1/customers"): [.pay, .admin]
+        case (_, _) where path.hasPrefix("/v1/payments") || path.hasPrefix("/v1/customers") || path.hasPrefix("/v1/mandates"): [.pay, .admin]
         case (.post, _) where path.hasPrefix("/v1/sandbox/3ds/"): [.tokenize, .pay, .admin]
         // Sessions: made by pay/admin; read and paid by a tokenize caller that presents the id.
         case (.post, "/v1/sessions"): [.pay, .admin]

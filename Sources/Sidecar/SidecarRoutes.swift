@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Money
+import Payments
 import SocketHTTP
 import Tokenizer
 import VaultCrypto
@@ -18,14 +19,17 @@ public struct SidecarRoutes: Sendable {
     let payments: PaymentService?
     let customers: CustomerService?
     let sessions: SessionService?
+    let mandates: MandateService?
 
     /// Routes over a tokenizer; `metrics` is what `GET /metrics` serves; without `payments` (no
     /// gateway configured) the payment routes answer 503 `GATEWAY_UNAVAILABLE`.
     public init(
         tokenizer: Tokenizer, validator: CardValidator = CardValidator(), metrics: SidecarMetrics = SidecarMetrics(),
-        payments: PaymentService? = nil, customers: CustomerService? = nil, sessions: SessionService? = nil
+        payments: PaymentService? = nil, customers: CustomerService? = nil, sessions: SessionService? = nil,
+        mandates: MandateService? = nil
     ) {
         self.sessions = sessions
+        self.mandates = mandates
         self.tokenizer = tokenizer
         self.validator = validator
         self.metrics = metrics
@@ -41,6 +45,7 @@ public struct SidecarRoutes: Sendable {
         "POST /v1/customers", "GET /v1/customers/{customer}", "POST /v1/customers/{customer}/instruments",
         "POST /v1/customers/{customer}/default_instrument", "DELETE /v1/customers/{customer}/instruments/{instrument}",
         "POST /v1/sessions", "GET /v1/sessions/{session}", "POST /v1/sessions/{session}/pay",
+        "POST /v1/customers/{customer}/mandates", "GET /v1/mandates/{mandate}", "DELETE /v1/mandates/{mandate}", "POST /v1/mandates/{mandate}/charges",
         "GET /v1/health", "GET /metrics", "GET /openapi.json",
     ]
 
@@ -74,6 +79,7 @@ public struct SidecarRoutes: Sendable {
         router.post("/v1/payments") { request, _ in try await self.createPayment(request) }
         registerCustomers(on: router)
         registerSessions(on: router)
+        registerMandates(on: router)
         router.get("/v1/payments/:payment") { _, context in
             let p = try await self.paymentService().payment(context.parameters.get("payment") ?? "")
             return JSONOut.response(.ok, PaymentService.json(p))
@@ -200,6 +206,98 @@ public struct SidecarRoutes: Sendable {
 
     /// A card to tokenize: in clear (sealed at the door) or already sealed by the caller.
     enum CardInput { case card(CardData), envelope(CardEnvelope) }
+
+    func mandateService() throws(APIError) -> MandateService {
+        guard let mandates else {
+            throw APIError(.serviceUnavailable, "GATEWAY_UNAVAILABLE", "this sidecar has no gateway (vault serve --gateway PATH)")
+        }
+        return mandates
+    }
+
+    /// Recurring mandates (roles: pay, admin).
+    func registerMandates<Context: RequestContext>(on router: Router<Context>) {
+        // `{"instrument","amount","max_amount","currency","interval":"day|week|month","max_cycles","expires_at":"ISO 8601"}`
+        router.post("/v1/customers/:customer/mandates") { request, context in
+            let service = try self.mandateService()
+            let body = try await Self.readJSONBody(request)
+            typealias Fields = (String?, Int, Int, Currency, MandateRecord.Interval, Int, Date)
+            let f: Fields = try body.withUnsafeReadableBytes { raw in
+                try Self.parse(raw) { (r: inout JSONReader) throws(VaultError) -> Fields in
+                    var instrument: String?, amount: Int?, maxAmount: Int?, currency: Currency?, interval: MandateRecord.Interval?
+                    var maxCycles: Int?, expires: Date?
+                    try r.readObject { (r, key) throws(VaultError) in
+                        switch key {
+                        case "instrument": instrument = try r.readString(maxBytes: 64)
+                        case "amount", "max_amount":
+                            let v = try r.readInt()
+                            guard (1...Currency.maximumAmount).contains(v) else {
+                                throw VaultError(.amountInvalid, "\(key) is a positive integer in minor units", field: key)
+                            }
+                            if key == "amount" { amount = v } else { maxAmount = v }
+                        case "currency":
+                            guard let c = Currency(try r.readString(maxBytes: 8)) else {
+                                throw VaultError(.currencyInvalid, "currency is an ISO 4217 code", field: "currency")
+                            }
+                            currency = c
+                        case "interval":
+                            guard let i = MandateRecord.Interval(rawValue: try r.readString(maxBytes: 8)) else {
+                                throw VaultError(.requestFieldInvalid, "interval is day, week or month", field: "interval")
+                            }
+                            interval = i
+                        case "max_cycles":
+                            let v = try r.readInt()
+                            guard (1...1000).contains(v) else { throw VaultError(.requestFieldInvalid, "max_cycles is 1 to 1000", field: "max_cycles") }
+                            maxCycles = v
+                        case "expires_at":
+                            let text = try r.readString(maxBytes: 40)
+                            guard let d = ISO8601DateFormatter().date(from: text) else {
+                                throw VaultError(.requestFieldInvalid, "expires_at is an ISO 8601 time such as 2027-01-31T00:00:00Z", field: "expires_at")
+                            }
+                            expires = d
+                        default: throw VaultError(.requestFieldUnknown, "a mandate has instrument, amount, max_amount, currency, interval, max_cycles, expires_at")
+                        }
+                    }
+                    guard let amount, let maxAmount, let currency, let interval, let maxCycles, let expires else {
+                        throw VaultError(.requestFieldMissing, "a mandate needs amount, max_amount, currency, interval, max_cycles and expires_at")
+                    }
+                    return (instrument, amount, maxAmount, currency, interval, maxCycles, expires)
+                }
+            }
+            let m = try await service.create(
+                customer: context.parameters.get("customer") ?? "", instrument: f.0, amount: f.1, maxAmount: f.2, currency: f.3,
+                interval: f.4, maxCycles: f.5, expiresAt: f.6)
+            return JSONOut.response(.created, MandateService.json(m))
+        }
+        router.get("/v1/mandates/:mandate") { _, context in
+            JSONOut.response(.ok, MandateService.json(try await self.mandateService().mandate(context.parameters.get("mandate") ?? "")))
+        }
+        router.delete("/v1/mandates/:mandate") { _, context in
+            try await self.mandateService().cancel(context.parameters.get("mandate") ?? "")
+            return Response(status: .noContent)
+        }
+        // `{"cycle":1,"amount":999}` (amount optional: the plan amount). Idempotent per cycle.
+        router.post("/v1/mandates/:mandate/charges") { request, context in
+            let service = try self.mandateService()
+            let body = try await Self.readJSONBody(request)
+            let (cycle, amount): (Int, Int?) = try body.withUnsafeReadableBytes { raw in
+                try Self.parse(raw) { (r: inout JSONReader) throws(VaultError) -> (Int, Int?) in
+                    var cycle: Int?, amount: Int?
+                    try r.readObject { (r, key) throws(VaultError) in
+                        switch key {
+                        case "cycle": cycle = try r.readInt(in: 0...1_000_000)
+                        case "amount": amount = try r.readInt(in: 0...Currency.maximumAmount)
+                        default: throw VaultError(.requestFieldUnknown, "a mandate charge has cycle and amount")
+                        }
+                    }
+                    guard let cycle else { throw VaultError(.requestFieldMissing, "cycle is missing", field: "cycle") }
+                    return (cycle, amount)
+                }
+            }
+            let (payment, created) = try await service.charge(context.parameters.get("mandate") ?? "", cycle: cycle, amount: amount)
+            metrics.payment(status: payment.status.rawValue, replayed: !created)
+            return JSONOut.response(created ? .created : .ok, PaymentService.json(payment))
+        }
+    }
 
     func customerService() throws(APIError) -> CustomerService {
         guard let customers else { throw APIError(.serviceUnavailable, "STORE_UNAVAILABLE", "customers are not available on this sidecar") }

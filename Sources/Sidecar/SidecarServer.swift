@@ -52,7 +52,7 @@ public struct SidecarServer: Sendable {
         var services: [any Service] = []
         let store: any TokenStore
         let paymentStore: any PaymentStore & SessionStore
-        let customerStore: any CustomerStore
+        let customerStore: any CustomerStore & MandateStore
         switch configuration.store {
         case .sqlite(let path):
             let sqlite = try SQLiteTokenStore(path: path)
@@ -93,7 +93,10 @@ public struct SidecarServer: Sendable {
         router.add(middleware: MetricsMiddleware(metrics: metrics))
         router.add(middleware: PeerAuthorizationMiddleware(policy: configuration.peers))
         let sessions = payments.map { SessionService(sessions: paymentStore, payments: $0, tokenizer: tokenizer) }
-        SidecarRoutes(tokenizer: tokenizer, metrics: metrics, payments: payments, customers: customers, sessions: sessions).register(on: router)
+        let mandates = payments.map { MandateService(mandates: customerStore, customers: customers, payments: $0) }
+        SidecarRoutes(
+            tokenizer: tokenizer, metrics: metrics, payments: payments, customers: customers, sessions: sessions, mandates: mandates
+        ).register(on: router)
         try SocketFile.prepare(configuration.socketPath)
         let socketPath = configuration.socketPath, mode = configuration.socketMode, group = configuration.socketGroup
         let logger = self.logger

@@ -26,12 +26,12 @@ public struct APIError: HTTPResponseError, Sendable {
     public static func status(for code: String) -> HTTPResponse.Status {
         switch code {
         case "TOKEN_NOT_FOUND", "PAYMENT_NOT_FOUND", "AUTHORIZATION_NOT_FOUND", "THREE_DS_TRANSACTION_NOT_FOUND", "CUSTOMER_NOT_FOUND",
-             "INSTRUMENT_NOT_FOUND", "SESSION_NOT_FOUND": .notFound
-        case "SESSION_EXPIRED": .gone
+             "INSTRUMENT_NOT_FOUND", "SESSION_NOT_FOUND", "MANDATE_NOT_FOUND": .notFound
+        case "SESSION_EXPIRED", "MANDATE_EXPIRED": .gone
         case "INPUT_TOO_LARGE", "BODY_TOO_LARGE": .contentTooLarge
         case "STORE_UNAVAILABLE", "STORE_ROW_CORRUPT", "GATEWAY_UNAVAILABLE": .serviceUnavailable
         case "TOKEN_EXISTS", "TOKEN_IN_USE", "IDEMPOTENCY_KEY_REUSED", "PAYMENT_IN_PROGRESS", "PAYMENT_ID_REUSED",
-             "PAYMENT_NOT_AWAITING_ACTION", "THREE_DS_JWT_REPLAYED", "SESSION_USED": .conflict
+             "PAYMENT_NOT_AWAITING_ACTION", "THREE_DS_JWT_REPLAYED", "SESSION_USED", "MANDATE_CANCELLED": .conflict
         case "PEER_NOT_ALLOWED": .forbidden
         case "REQUEST_MALFORMED": .badRequest
         default: .unprocessableContent

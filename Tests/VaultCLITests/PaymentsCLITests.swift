@@ -324,6 +324,46 @@ import Testing
         }
     }
 
+    /// Recurring mandates on a stored instrument: each cycle charged once (idempotent), and every
+    /// charge outside the mandate refused with its code.
+    @Test func recurringMandates() throws {
+        let s = try Stack()
+        try s.startGateway()
+        try s.startSidecar()
+        func json(_ text: String) -> [String: Any] { (try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]) ?? [:] }
+        let customer = json(try s.curl(s.sidecarSocket, "POST", "/v1/customers", #"{"reference":"subscriber-9"}"#).1)["id"] as? String ?? ""
+        let token = try s.tokenize("4242424242424242")
+        let instrument = json(try s.curl(s.sidecarSocket, "POST", "/v1/customers/\(customer)/instruments", #"{"token":"\#(token)"}"#).1)["id"] as? String ?? ""
+        let expires = ISO8601DateFormatter().string(from: Date().addingTimeInterval(30 * 86400))
+        let (made, mandateBody) = try s.curl(s.sidecarSocket, "POST", "/v1/customers/\(customer)/mandates",
+            #"{"amount":999,"max_amount":1500,"currency":"EUR","interval":"day","max_cycles":3,"expires_at":"\#(expires)"}"#)
+        #expect(made == 201, "\(mandateBody)")
+        let mandate = try #require(json(mandateBody)["id"] as? String)
+        #expect(json(mandateBody)["instrument"] as? String == instrument)
+        func charge(_ body: String) throws -> (Int, [String: Any], String) {
+            let (status, text) = try s.curl(s.sidecarSocket, "POST", "/v1/mandates/\(mandate)/charges", body)
+            return (status, json(text), text)
+        }
+        let (first, payment, firstBody) = try charge(#"{"cycle":1}"#)
+        #expect(first == 201 && payment["status"] as? String == "succeeded" && payment["amount"] as? Int == 999, "\(firstBody)")
+        #expect(payment["mandate"] as? String == mandate && payment["instrument"] as? String == instrument)
+        let (again, replay, _) = try charge(#"{"cycle":1}"#)
+        #expect(again == 200 && replay["id"] as? String == payment["id"] as? String, "a cycle is charged once")
+        #expect(try charge(#"{"cycle":1,"amount":1000}"#).2.contains("IDEMPOTENCY_KEY_REUSED"))
+        #expect(try charge(#"{"cycle":1,"amount":2000}"#).2.contains("MANDATE_AMOUNT_EXCEEDED"))
+        #expect(try charge(#"{"cycle":2}"#).2.contains("MANDATE_CYCLE_NOT_DUE"))
+        #expect(try charge(#"{"cycle":4}"#).2.contains("MANDATE_CYCLE_INVALID"))
+        #expect(try s.curl(s.sidecarSocket, "DELETE", "/v1/mandates/\(mandate)").0 == 204)
+        let (cancelled, _, cancelledBody) = try charge(#"{"cycle":2}"#)
+        #expect(cancelled == 409 && cancelledBody.contains("MANDATE_CANCELLED"), "\(cancelledBody)")
+        #expect(try s.curl(s.sidecarSocket, "GET", "/v1/mandates/mdt_nothing").0 == 404)
+        let past = ISO8601DateFormatter().string(from: Date().addingTimeInterval(-60))
+        let (bad, badBody) = try s.curl(s.sidecarSocket, "POST", "/v1/customers/\(customer)/mandates",
+            #"{"amount":999,"max_amount":500,"currency":"EUR","interval":"month","max_cycles":3,"expires_at":"\#(past)"}"#)
+        #expect(bad == 422 && badBody.contains("MANDATE_AMOUNT_EXCEEDED"), "\(badBody)")
+        #expect(try s.charges() == 1)
+    }
+
     /// Duplicates of one request at once make one payment and one charge.
     @Test func concurrentDuplicatesChargeOnce() throws {
         let s = try Stack()

@@ -1,0 +1,93 @@
+import Foundation
+import Hummingbird
+import Money
+import Payments
+import SocketHTTP
+import VaultCrypto
+
+/// Recurring mandates on stored instruments: each cycle is one payment, idempotent by
+/// (mandate, cycle); a charge outside the mandate is refused with its own code.
+public struct MandateService: Sendable {
+    let mandates: any MandateStore
+    let customers: CustomerService
+    let payments: PaymentService
+    let now: @Sendable () -> Date
+
+    public init(mandates: any MandateStore, customers: CustomerService, payments: PaymentService, now: @escaping @Sendable () -> Date = Date.init) {
+        self.mandates = mandates
+        self.customers = customers
+        self.payments = payments
+        self.now = now
+    }
+
+    public func create(
+        customer: String, instrument: String?, amount: Int, maxAmount: Int, currency: Currency, interval: MandateRecord.Interval,
+        maxCycles: Int, expiresAt: Date
+    ) async throws(APIError) -> MandateRecord {
+        let (c, instruments) = try await customers.customer(customer)
+        guard let chosen = instrument ?? c.defaultInstrument, instruments.contains(where: { $0.id == chosen }) else {
+            throw APIError(.notFound, "INSTRUMENT_NOT_FOUND", "this customer has no such instrument (or no default one)")
+        }
+        guard amount <= maxAmount else {
+            throw APIError(.unprocessableContent, "MANDATE_AMOUNT_EXCEEDED", "the plan amount is above max_amount", field: "amount")
+        }
+        guard expiresAt > now() else {
+            throw APIError(.unprocessableContent, "REQUEST_FIELD_INVALID", "expires_at is in the past", field: "expires_at")
+        }
+        let m = MandateRecord(
+            id: RandomID.make(prefix: "mdt_"), customer: customer, instrument: chosen, amount: amount, maxAmount: maxAmount,
+            currency: currency.code, interval: interval, maxCycles: maxCycles, createdAt: now(), expiresAt: expiresAt)
+        try await store { () throws(PaymentStoreError) in try await mandates.createMandate(m) }
+        return m
+    }
+
+    public func mandate(_ id: String) async throws(APIError) -> MandateRecord {
+        guard let m = try await store({ () throws(PaymentStoreError) in try await mandates.mandate(id) }) else {
+            throw APIError(.notFound, "MANDATE_NOT_FOUND", "no mandate with that id")
+        }
+        return m
+    }
+
+    public func cancel(_ id: String) async throws(APIError) {
+        _ = try await mandate(id)
+        _ = try await store { () throws(PaymentStoreError) in try await mandates.cancelMandate(id) }
+    }
+
+    /// Charges cycle `cycle` (from 1) for `amount` (default: the plan amount).
+    public func charge(_ id: String, cycle: Int, amount: Int?) async throws(APIError) -> (PaymentRecord, Bool) {
+        let m = try await mandate(id)
+        let amount = amount ?? m.amount
+        let key = "\(m.id)-cycle-\(cycle)"
+        guard m.status == .active else { throw APIError(.conflict, "MANDATE_CANCELLED", "this mandate was cancelled") }
+        guard (1...m.maxCycles).contains(cycle) else {
+            throw APIError(.unprocessableContent, "MANDATE_CYCLE_INVALID", "cycle is 1 to \(m.maxCycles)", field: "cycle")
+        }
+        guard amount >= 1, amount <= m.maxAmount else {
+            throw APIError(.unprocessableContent, "MANDATE_AMOUNT_EXCEEDED", "a charge is at most \(m.maxAmount)", field: "amount")
+        }
+        let due = m.dueDate(ofCycle: cycle)
+        // A cycle that was already charged replays (idempotent) whatever the date.
+        if let done = try? await payments.payments.find(idempotencyKey: key) {
+            return try await payments.pay(.init(source: .mandate(m.id, cycle: cycle, instrument: done.token), amount: amount,
+                                                currency: Currency(m.currency)!, idempotencyKey: key))
+        }
+        guard due < m.expiresAt, now() < m.expiresAt else { throw APIError(.gone, "MANDATE_EXPIRED", "this mandate has expired") }
+        guard now() >= due else {
+            throw APIError(.unprocessableContent, "MANDATE_CYCLE_NOT_DUE", "cycle \(cycle) is due from \(SidecarRoutes.iso(due))", field: "cycle")
+        }
+        guard let currency = Currency(m.currency) else { throw APIError(.unprocessableContent, "CURRENCY_INVALID", "bad currency") }
+        return try await payments.pay(.init(source: .mandate(m.id, cycle: cycle, instrument: m.instrument), amount: amount, currency: currency, idempotencyKey: key))
+    }
+
+    private func store<T>(_ body: () async throws(PaymentStoreError) -> T) async throws(APIError) -> T {
+        do throws(PaymentStoreError) { return try await body() } catch {
+            throw APIError(.serviceUnavailable, error.code.rawValue, error.message)
+        }
+    }
+
+    public static func json(_ m: MandateRecord) -> String {
+        "{\"id\":\"\(m.id)\",\"status\":\"\(m.status.rawValue)\",\"customer\":\"\(m.customer)\",\"instrument\":\"\(m.instrument)\","
+            + "\"amount\":\(m.amount),\"max_amount\":\(m.maxAmount),\"currency\":\"\(m.currency)\",\"interval\":\"\(m.interval.rawValue)\","
+            + "\"max_cycles\":\(m.maxCycles),\"created_at\":\"\(SidecarRoutes.iso(m.createdAt))\",\"expires_at\":\"\(SidecarRoutes.iso(m.expiresAt))\"}"
+    }
+}
