@@ -36,10 +36,16 @@ public struct GatewayClient: Sendable {
 
     public init(socketPath: String) { self.socketPath = socketPath }
 
-    /// One client for the process: a short connect timeout tells "not reached" apart quickly.
-    static let http = HTTPClient(
-        eventLoopGroupProvider: .singleton,
-        configuration: .init(timeout: .init(connect: .seconds(2), read: .seconds(30))))
+    /// One client for the process: a short connect timeout tells "not reached" apart quickly, and
+    /// a failed connect fails its request at once instead of backing off: a local socket that
+    /// refuses is down (nothing was sent), and the next request must reach a restarted gateway
+    /// without waiting out a backoff grown during the outage.
+    static let http: HTTPClient = {
+        var configuration = HTTPClient.Configuration(timeout: .init(connect: .seconds(2), read: .seconds(30)))
+        configuration.connectionPool.retryConnectionEstablishment = false
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 16
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }()
 
     /// Asks the gateway to charge `envelopeJSON` (a sealed card envelope v1).
     public func authorize(

@@ -60,8 +60,11 @@ public struct PaymentService: Sendable {
 
     /// Makes (or replays) a payment. `created` is false for a replay of an earlier request.
     public func pay(_ request: Request) async throws(APIError) -> (payment: PaymentRecord, created: Bool) {
-        if let existing = try await store({ () throws(PaymentStoreError) in try await payments.find(idempotencyKey: request.idempotencyKey) }) {
-            return (try await replay(existing, request), false)
+        // A replay returns the first payment; if that first attempt was dropped meanwhile (it
+        // never reached a processor), this request makes the payment afresh.
+        if let existing = try await store({ () throws(PaymentStoreError) in try await payments.find(idempotencyKey: request.idempotencyKey) }),
+           let first = try await replay(existing, request) {
+            return (first, false)
         }
         // The card: a token's envelope (with its CVC, if still there), or a stored instrument's.
         let sourceID: String, envelopeJSON: String, singleUse: Bool, tokenWithCVC: String?
@@ -84,7 +87,11 @@ public struct PaymentService: Sendable {
             id: RandomID.make(prefix: "pay_"), idempotencyKey: request.idempotencyKey, request: request.canonical, token: sourceID,
             singleUse: singleUse, amount: request.amount, currency: request.currency.code, createdAt: now())
         switch try await store({ () throws(PaymentStoreError) in try await payments.begin(intent) }) {
-        case .existing(let existing): return (try await replay(existing, request), false)
+        case .existing(let existing):
+            guard let first = try await replay(existing, request) else {
+                throw APIError(.serviceUnavailable, "GATEWAY_UNAVAILABLE", "a concurrent request under this idempotency_key did not reach the gateway; nothing was charged, retry")
+            }
+            return (first, false)
         case .created: break
         }
         // The CVC is never kept after the first authorization attempt: drop it before the envelope leaves.
@@ -141,8 +148,9 @@ public struct PaymentService: Sendable {
     }
 
     /// The first payment made under this key: the same request gets its result (after waiting for
-    /// it if it is still in flight); another request gets 409 `IDEMPOTENCY_KEY_REUSED`.
-    func replay(_ existing: PaymentRecord, _ request: Request) async throws(APIError) -> PaymentRecord {
+    /// it if it is still in flight); another request gets 409 `IDEMPOTENCY_KEY_REUSED`. Nil when
+    /// the first attempt was dropped while waiting (it never reached a processor).
+    func replay(_ existing: PaymentRecord, _ request: Request) async throws(APIError) -> PaymentRecord? {
         guard existing.request == request.canonical else {
             throw APIError(.conflict, "IDEMPOTENCY_KEY_REUSED", "this idempotency_key was used for a different payment request")
         }
@@ -150,9 +158,7 @@ public struct PaymentService: Sendable {
         let deadline = ContinuousClock.now + replayWait
         while current.status == .processing, ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(25))
-            guard let fresh = try await store({ () throws(PaymentStoreError) in try await payments.get(existing.id) }) else {
-                throw APIError(.serviceUnavailable, "GATEWAY_UNAVAILABLE", "the first request under this idempotency_key did not reach the gateway; nothing was charged, retry")
-            }
+            guard let fresh = try await store({ () throws(PaymentStoreError) in try await payments.get(existing.id) }) else { return nil }
             current = fresh
         }
         if current.status == .processing {

@@ -402,6 +402,47 @@ import Testing
         #expect(try s.charges() == 1)
     }
 
+    /// kill -9 of the gateway while payments are in flight: requests in the air stay
+    /// `processing` (outcome unknown) until the restarted gateway is asked; nothing is charged
+    /// twice and every key ends with one payment.
+    @Test func killDashNineOfTheGatewayNeverChargesTwice() throws {
+        let s = try Stack()
+        try s.startGateway()
+        try s.startSidecar(extra: ["--reconcile-after", "1"])
+        let tokens = try (0..<40).map { _ in try s.tokenize("4242424242424242") }
+        let keys = tokens.map { _ in Self.key() }
+        let answered = Locked<[String: Int]>([:])
+        let group = DispatchGroup()
+        for w in 0..<8 {
+            group.enter()
+            Thread {
+                for i in stride(from: w, to: tokens.count, by: 8) {
+                    let status = (try? s.pay(tokens[i], key: keys[i]).0) ?? 0
+                    answered.update { $0[keys[i]] = status }
+                }
+                group.leave()
+            }.start()
+        }
+        for _ in 0..<400 where answered.value.count < tokens.count / 3 { usleep(5_000) }
+        s.stop(s.gateway, signal: SIGKILL)
+        group.wait()
+        #expect(answered.value.values.contains(503), "the kill came too late to interrupt anything")
+        try s.startGateway()
+        #expect(s.gateway?.isRunning == true, "\(String(decoding: s.gatewayLog.fileHandleForReading.availableData, as: UTF8.self))")
+        sleep(2)   // the reconciler asks the new gateway about what was in flight
+        for i in tokens.indices {
+            var (status, json, body) = try s.pay(tokens[i], key: keys[i])
+            for _ in 0..<40 where status == 409 && body.contains("PAYMENT_IN_PROGRESS") {
+                usleep(250_000)
+                (status, json, body) = try s.pay(tokens[i], key: keys[i])
+            }
+            #expect(status == 200 || status == 201, "\(keys[i]): \(body)")
+            #expect(json["status"] as? String == "succeeded", "\(body)")
+            if let id = json["id"] as? String { #expect(try s.charges(id) == 1) }
+        }
+        #expect(try s.charges() == tokens.count, "a token was charged twice or not at all")
+    }
+
     /// kill -9 of the sidecar while payments are in flight: after a restart every key resolves
     /// to one payment, charged at most once, and keys acknowledged before the kill keep their id.
     @Test func killDashNineMidPaymentNeverChargesTwice() throws {
