@@ -99,6 +99,27 @@ import Testing
         #expect(try g.curl("GET", "/v1/health").0 == 403)   // root is not on the list now
     }
 
+    /// systemd credentials: without --keys the gateway reads $CREDENTIALS_DIRECTORY.
+    @Test func loadsKeysFromTheCredentialsDirectory() throws {
+        var g = try Gateway()
+        defer { g.process?.terminate(); g.remove() }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: vaultBinary)
+        p.arguments = ["gateway", "--socket", g.socket, "--processor", "sandbox:\(g.dir)/ledger.sqlite"]
+        p.environment = ProcessInfo.processInfo.environment.merging(["CREDENTIALS_DIRECTORY": g.keys]) { $1 }
+        p.standardError = g.output
+        p.standardOutput = g.output
+        try p.run()
+        g.process = p
+        for _ in 0..<200 where p.isRunning {
+            if (try? g.curl("GET", "/v1/health").0) == 200 { break }
+            usleep(50_000)
+        }
+        let body = #"{"payment_id":"pay_creds1","amount":100,"currency":"EUR","envelope":\#(try g.envelope("4242424242424242"))}"#
+        let (status, answer) = try g.curl("POST", "/v1/authorize", body)
+        #expect(status == 200 && answer.contains(#""status":"succeeded""#), "\(answer)")
+    }
+
     @Test func refusesToStartWithoutSecretKeys() throws {
         let g = try Gateway()
         defer { g.remove() }
