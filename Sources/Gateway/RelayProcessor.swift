@@ -17,9 +17,10 @@ import VaultOpen
 /// after a timeout is deduplicated there. A ledger records each payment id before it is sent:
 /// a final outcome is returned again for the same id without a second call.
 ///
-/// Errors: a connection refused, a 5xx or an unreadable answer is `ProcessorUnavailable` (503:
-/// nothing charged); a timeout or a connection lost after sending is `ProcessorOutcomeUnknown`
-/// (504: the payment stays open until reconciled).
+/// Errors: a connection that could not be made is `ProcessorUnavailable` (503: nothing was
+/// sent, nothing charged). Once the request is sent, anything but a clear outcome (a timeout, a
+/// lost connection, a 5xx, an unreadable answer) is `ProcessorOutcomeUnknown` (504: the payment
+/// stays open; retries carry the same idempotency key to the processor).
 public final class RelayProcessor: PaymentProcessor {
     public var name: String { "relay:" + template.name }
     let template: RelayTemplate
@@ -71,19 +72,31 @@ public final class RelayProcessor: PaymentProcessor {
                     """,
                 arguments: [request.paymentID, request.amount, request.currency.code, card.envelopeID, Int64(Date().timeIntervalSince1970)])
         }
-        let (status, body) = try await send(request, card: card)
-        let outcome: AuthorizationOutcome
+        let (status, body): (Int, ByteBuffer)
         do {
-            outcome = try map(status: status, body: body)
-        } catch {
+            (status, body) = try await send(request, card: card)
+        } catch let error as ProcessorUnavailable {
+            // Never connected: nothing was sent, so nothing can have been charged.
             try? await write { db in try db.execute(sql: "DELETE FROM relay_charges WHERE payment_id = ? AND state = 'sent'", arguments: [request.paymentID]) }
             throw error
         }
+        // Sent: from here on, an answer that is not a clear outcome (5xx, unreadable) may follow
+        // a charge. The row stays 'sent' and the outcome is unknown (504), never "nothing charged".
+        let outcome: AuthorizationOutcome
+        do {
+            outcome = try map(status: status, body: body)
+        } catch let error as ProcessorUnavailable {
+            throw ProcessorOutcomeUnknown(error.reason)
+        }
         let (s, code, reference) = Self.columns(outcome)
-        try await write { db in
-            try db.execute(
-                sql: "UPDATE relay_charges SET state = 'done', status = ?, decline_code = ?, reference = ? WHERE payment_id = ?",
-                arguments: [s, code, reference, request.paymentID])
+        do {
+            try await write { db in
+                try db.execute(
+                    sql: "UPDATE relay_charges SET state = 'done', status = ?, decline_code = ?, reference = ? WHERE payment_id = ?",
+                    arguments: [s, code, reference, request.paymentID])
+            }
+        } catch {
+            throw ProcessorOutcomeUnknown("the processor answered but its outcome could not be recorded")
         }
         return outcome
     }

@@ -37,11 +37,14 @@ public struct CustomerService: Sendable {
         _ = try await customer(id)
         let record: TokenRecord
         do throws(VaultError) { record = try await tokenizer.record(token) } catch { throw APIError(error) }
+        // Claim the token first: of two attaches racing on one token, one wins.
+        let claimed: Bool
+        do throws(TokenStoreError) { claimed = try await tokenizer.store.delete(token) } catch { throw APIError(VaultError(store: error)) }
+        guard claimed else { throw APIError(.notFound, "TOKEN_NOT_FOUND", "no live token with that id") }
         let instrument = InstrumentRecord(id: RandomID.make(prefix: "ins_"), customer: id, envelope: record.envelope, createdAt: now())
         guard try await store({ () throws(PaymentStoreError) in try await customers.attach(instrument, makeDefault: makeDefault) }) else {
             throw APIError(.notFound, "CUSTOMER_NOT_FOUND", "no customer with that id")
         }
-        _ = try? await tokenizer.store.delete(token)
         return instrument
     }
 

@@ -57,7 +57,7 @@ public struct MandateService: Sendable {
     public func charge(_ id: String, cycle: Int, amount: Int?) async throws(APIError) -> (PaymentRecord, Bool) {
         let m = try await mandate(id)
         let amount = amount ?? m.amount
-        let key = "\(m.id)-cycle-\(cycle)"
+        let key = "\(Self.keyPrefix)\(m.id):cycle:\(cycle)"
         guard m.status == .active else { throw APIError(.conflict, "MANDATE_CANCELLED", "this mandate was cancelled") }
         guard (1...m.maxCycles).contains(cycle) else {
             throw APIError(.unprocessableContent, "MANDATE_CYCLE_INVALID", "cycle is 1 to \(m.maxCycles)", field: "cycle")
@@ -84,6 +84,9 @@ public struct MandateService: Sendable {
             throw APIError(.serviceUnavailable, error.code.rawValue, error.message)
         }
     }
+
+    /// Idempotency keys of mandate cycles; callers' keys may not start with it.
+    public static let keyPrefix = "mandate:"
 
     public static func json(_ m: MandateRecord) -> String {
         "{\"id\":\"\(m.id)\",\"status\":\"\(m.status.rawValue)\",\"customer\":\"\(m.customer)\",\"instrument\":\"\(m.instrument)\","

@@ -228,8 +228,12 @@ public struct PaymentService: Sendable {
                 }
                 settled += 1
             } catch {
-                logger.warning("reconcile: gateway not reachable", metadata: ["payment": "\(p.id)"])
-                break
+                if case .notSent = error {
+                    logger.warning("reconcile: gateway not reachable", metadata: ["payment": "\(p.id)"])
+                    break
+                }
+                // This one is still unknown (say, a relay call never answered): try the others.
+                continue
             }
         }
         if settled > 0 { logger.notice("reconciled payments", metadata: ["count": "\(settled)"]) }

@@ -5,8 +5,10 @@ import VaultCrypto
 
 /// Which local users may do what over the socket (checked on every request from `SO_PEERCRED`).
 ///
-/// Roles: `tokenize` (POST /v1/tokens, POST /v1/validate, GET /v1/tokens/{t}), `pay` (payments,
-/// next issue; GET /v1/tokens/{t}), `admin` (everything, DELETE included). `GET /v1/health` needs
+/// Roles: `tokenize` (POST /v1/tokens, POST /v1/validate, GET /v1/tokens/{t}, reading and paying a
+/// checkout session it is given, the sandbox challenge page), `pay` (payments, customers and their
+/// instruments and mandates, sessions, GET /v1/tokens/{t}), `admin` (everything, DELETE
+/// /v1/tokens/{t} included). `GET /v1/health` needs
 /// only to be listed. A peer that is not listed, or asks for what its roles do not allow, gets
 /// `403 PEER_NOT_ALLOWED` and nothing happens. `GET /metrics` and `GET /openapi.json`, like health,
 /// need only to be listed (metrics carry counts and route templates, never request data).

@@ -67,7 +67,14 @@ public struct SessionService: Sendable {
         do throws(APIError) {
             result = try await payments.pay(.init(source: .token(token.token), amount: s.amount, currency: currency, idempotencyKey: idempotencyKey))
         } catch {
-            _ = try? await sessions.transitionSession(id, from: .paying, to: .open, paymentID: nil)
+            // Reopen only when nothing can have been charged: no payment left, or a refused one.
+            // A payment still processing (outcome unknown) keeps the session claimed.
+            let left = try? await payments.payments.find(idempotencyKey: idempotencyKey)
+            if let left, left.status != .failed {
+                _ = try? await sessions.transitionSession(id, from: .paying, to: .paying, paymentID: left.id)
+            } else {
+                _ = try? await sessions.transitionSession(id, from: .paying, to: .open, paymentID: nil)
+            }
             throw error
         }
         let done = result.payment.status == .succeeded || result.payment.status == .requiresAction
@@ -85,7 +92,8 @@ public struct SessionService: Sendable {
         let status = s.status == .open && now >= s.expiresAt ? "expired" : s.status.rawValue
         var out = "{\"id\":\"\(s.id)\",\"status\":\"\(status)\",\"amount\":\(s.amount),\"currency\":\"\(s.currency)\""
         out += ",\"accepted_brands\":[" + s.acceptedBrands.map { "\"\($0)\"" }.joined(separator: ",") + "]"
-        out += ",\"customer\":" + (s.customer.map { "\"\($0)\"" } ?? "null")
+        out += ",\"customer\":"
+        if let c = s.customer { JSONOut.string(c, into: &out) } else { out += "null" }
         out += ",\"payment\":" + (s.paymentID.map { "\"\($0)\"" } ?? "null")
         out += ",\"created_at\":\"\(SidecarRoutes.iso(s.createdAt))\",\"expires_at\":\"\(SidecarRoutes.iso(s.expiresAt))\"}"
         return out

@@ -140,7 +140,12 @@ public struct SidecarRoutes: Sendable {
                                 }
                                 brands.append(b)
                             }
-                        case "customer": customer = try r.readString(maxBytes: 64)
+                        case "customer":
+                            let c = try r.readString(maxBytes: 64)
+                            guard c.hasPrefix("cus_"), c.utf8.allSatisfy({ (48...57).contains($0) || (97...122).contains($0) || $0 == 95 }) else {
+                                throw VaultError(.requestFieldInvalid, "customer is cus_ and lower-case letters or digits", field: "customer")
+                            }
+                            customer = c
                         case "ttl_seconds":
                             let t = try r.readInt()
                             guard (1...Int(SessionService.maxTTL)).contains(t) else {
@@ -179,8 +184,8 @@ public struct SidecarRoutes: Sendable {
                             found = .envelope(try CardEnvelope.parse(from: &r))
                         case "idempotency_key":
                             let k = try r.readString(maxBytes: 255)
-                            guard !k.isEmpty, k.utf8.allSatisfy({ $0 > 32 && $0 < 127 && $0 != 34 && $0 != 92 }) else {
-                                throw VaultError(.requestFieldInvalid, "idempotency_key is printable ASCII", field: "idempotency_key")
+                            guard !k.isEmpty, !k.hasPrefix(MandateService.keyPrefix), k.utf8.allSatisfy({ $0 > 32 && $0 < 127 && $0 != 34 && $0 != 92 }) else {
+                                throw VaultError(.requestFieldInvalid, "idempotency_key is printable ASCII, not starting with \(MandateService.keyPrefix)", field: "idempotency_key")
                             }
                             key = k
                         default: throw VaultError(.requestFieldUnknown, "a session payment has card or envelope, and idempotency_key")
@@ -417,8 +422,10 @@ public struct SidecarRoutes: Sendable {
                         currency = c
                     case "idempotency_key":
                         let k = try r.readString(maxBytes: 255)
-                        guard !k.isEmpty, k.utf8.allSatisfy({ $0 > 32 && $0 < 127 && $0 != 34 && $0 != 92 }) else {
-                            throw VaultError(.requestFieldInvalid, "idempotency_key is 1 to 255 printable ASCII characters, no spaces or quotes", field: "idempotency_key")
+                        guard !k.isEmpty, !k.hasPrefix(MandateService.keyPrefix), k.utf8.allSatisfy({ $0 > 32 && $0 < 127 && $0 != 34 && $0 != 92 }) else {
+                            throw VaultError(
+                                .requestFieldInvalid, "idempotency_key is 1 to 255 printable ASCII characters, no spaces or quotes, not starting with \(MandateService.keyPrefix)",
+                                field: "idempotency_key")
                         }
                         key = k
                     case "customer":

@@ -361,6 +361,10 @@ import Testing
         let (bad, badBody) = try s.curl(s.sidecarSocket, "POST", "/v1/customers/\(customer)/mandates",
             #"{"amount":999,"max_amount":500,"currency":"EUR","interval":"month","max_cycles":3,"expires_at":"\#(past)"}"#)
         #expect(bad == 422 && badBody.contains("MANDATE_AMOUNT_EXCEEDED"), "\(badBody)")
+        // A caller cannot take a cycle's idempotency key first.
+        let other = try s.tokenize("4242424242424242")
+        let (reserved, _, reservedBody) = try s.pay(other, key: "mandate:\(mandate):cycle:2")
+        #expect(reserved == 422 && reservedBody.contains("REQUEST_FIELD_INVALID"), "\(reservedBody)")
         #expect(try s.charges() == 1)
     }
 
