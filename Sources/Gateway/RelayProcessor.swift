@@ -123,7 +123,7 @@ public final class RelayProcessor: PaymentProcessor {
     // MARK: - Sending
 
     func send(_ request: AuthorizationRequest, card: OpenedCard) async throws -> (Int, ByteBuffer) {
-        let url = try render(template.url, request)
+        let url = try render(template.url, request, percentEncode: true)
         guard ["https", "http"].contains(URL(string: url)?.scheme ?? "") else {
             throw ProcessorUnavailable("the relay URL is not an http(s) URL once filled in")
         }
@@ -207,13 +207,17 @@ public final class RelayProcessor: PaymentProcessor {
 
     // MARK: - Rendering
 
-    /// URL and header values: no card fields (the template was checked on load).
-    func render(_ text: String, _ request: AuthorizationRequest) throws -> String {
+    /// URL and header values: no card fields (the template was checked on load). In a URL, values
+    /// are percent-encoded (a base URL from `{{env:…}}` is taken as it is).
+    func render(_ text: String, _ request: AuthorizationRequest, percentEncode: Bool = false) throws -> String {
         var out = ""
         var rest = Substring(text)
         while let open = rest.range(of: "{{"), let close = rest.range(of: "}}", range: open.upperBound..<rest.endIndex) {
             out += rest[..<open.lowerBound]
-            out += try plainValue(String(rest[open.upperBound..<close.lowerBound]), request)
+            let name = String(rest[open.upperBound..<close.lowerBound])
+            let value = try plainValue(name, request)
+            out += percentEncode && !name.hasPrefix("env:") ? String(decoding: Self.encode(Array(value.utf8), .form).map { $0 == 43 ? 0x20 : $0 }, as: UTF8.self)
+                .replacingOccurrences(of: " ", with: "%20") : value
             rest = rest[close.upperBound...]
         }
         return out + rest

@@ -181,6 +181,10 @@ public struct PaymentService: Sendable {
         do throws(GatewayClient.Failure) {
             outcome = try await gateway.confirm(paymentID: id, threeDSResult: jwt)
         } catch {
+            // The gateway may have finished it already (a lost answer, or a retry after one):
+            // take its recorded outcome rather than leave the payment waiting forever.
+            if case .refused(_, "PAYMENT_NOT_AWAITING_ACTION", _) = error, let settled = try await settleFromGateway(p) { return settled }
+            if case .outcomeUnknown = error, let settled = try await settleFromGateway(p) { return settled }
             switch error {
             case .notSent(let why), .outcomeUnknown(let why):
                 throw APIError(.serviceUnavailable, "GATEWAY_UNAVAILABLE", "\(why); the payment still waits for 3-D Secure")
@@ -188,6 +192,12 @@ public struct PaymentService: Sendable {
                 throw APIError(HTTPResponse.Status(code: status), code, message)
             }
         }
+        return try await record(outcome, for: p)
+    }
+
+    /// The gateway's recorded outcome of a payment, recorded here too when it is final.
+    func settleFromGateway(_ p: PaymentRecord) async throws(APIError) -> PaymentRecord? {
+        guard let outcome = try? await gateway.outcome(of: p.id), outcome.status != "requires_action" else { return nil }
         return try await record(outcome, for: p)
     }
 

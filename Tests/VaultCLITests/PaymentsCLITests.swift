@@ -368,6 +368,28 @@ import Testing
         #expect(try s.charges() == 1)
     }
 
+    /// The gateway finished a 3-D Secure payment but the sidecar never heard (a lost answer): the
+    /// next confirmation takes the gateway's recorded outcome instead of waiting forever.
+    @Test func aConfirmationTheSidecarMissedIsSettledFromTheGateway() throws {
+        let s = try Stack()
+        try s.startGateway()
+        try s.startSidecar()
+        let token = try s.tokenize("4000000000003220")
+        let (_, json, _) = try s.pay(token, key: Self.key())
+        let id = try #require(json["id"] as? String)
+        let url = try #require((json["next_action"] as? [String: Any])?["challenge_url"] as? String)
+        let acs = try s.curl(s.sidecarSocket, "POST", url, #"{"action":"SUCCESS"}"#).1
+        let jwt = try #require((try JSONSerialization.jsonObject(with: Data(acs.utf8)) as? [String: Any])?["three_ds_result"] as? String)
+        // Confirmed at the gateway directly: the sidecar's record still says requires_action.
+        let (direct, directBody) = try s.curl(s.gatewaySocket, "POST", "/v1/authorizations/\(id)/confirm", #"{"three_ds_result":"\#(jwt)"}"#)
+        #expect(direct == 200, "\(directBody)")
+        #expect(try s.curl(s.sidecarSocket, "GET", "/v1/payments/\(id)").1.contains(#""status":"requires_action""#))
+        let (settled, settledBody) = try s.curl(s.sidecarSocket, "POST", "/v1/payments/\(id)/confirm", #"{"three_ds_result":"\#(jwt)"}"#)
+        #expect(settled == 200 && settledBody.contains(#""status":"succeeded""#), "\(settledBody)")
+        #expect(try s.curl(s.sidecarSocket, "GET", "/v1/tokens/\(token)").0 == 404)
+        #expect(try s.charges(id) == 1)
+    }
+
     /// Duplicates of one request at once make one payment and one charge.
     @Test func concurrentDuplicatesChargeOnce() throws {
         let s = try Stack()
