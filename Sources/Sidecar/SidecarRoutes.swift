@@ -121,17 +121,8 @@ public struct SidecarRoutes: Sendable {
                     var amount: Int?, currency: Currency?, brands: [CardBrand] = [], customer: String?, ttl = 900.0
                     try r.readObject { (r, key) throws(VaultError) in
                         switch key {
-                        case "amount":
-                            let v = try r.readInt()
-                            guard (1...Currency.maximumAmount).contains(v) else {
-                                throw VaultError(.amountInvalid, "amount is a positive integer in minor units", field: "amount")
-                            }
-                            amount = v
-                        case "currency":
-                            guard let c = Currency(try r.readString(maxBytes: 8)) else {
-                                throw VaultError(.currencyInvalid, "currency is an ISO 4217 code", field: "currency")
-                            }
-                            currency = c
+                        case "amount": amount = try RequestFields.amount(&r)
+                        case "currency": currency = try RequestFields.currency(&r)
                         case "accepted_brands":
                             try r.readArray { r throws(VaultError) in
                                 let b = CardBrand(rawValue: try r.readString(maxBytes: 32))
@@ -140,12 +131,7 @@ public struct SidecarRoutes: Sendable {
                                 }
                                 brands.append(b)
                             }
-                        case "customer":
-                            let c = try r.readString(maxBytes: 64)
-                            guard c.hasPrefix("cus_"), c.utf8.allSatisfy({ (48...57).contains($0) || (97...122).contains($0) || $0 == 95 }) else {
-                                throw VaultError(.requestFieldInvalid, "customer is cus_ and lower-case letters or digits", field: "customer")
-                            }
-                            customer = c
+                        case "customer": customer = try RequestFields.id(&r, prefix: "cus_", field: "customer")
                         case "ttl_seconds":
                             let t = try r.readInt()
                             guard (1...Int(SessionService.maxTTL)).contains(t) else {
@@ -182,12 +168,7 @@ public struct SidecarRoutes: Sendable {
                         case "envelope":
                             guard found == nil else { throw VaultError(.requestAmbiguous, "give either card or envelope", field: field) }
                             found = .envelope(try CardEnvelope.parse(from: &r))
-                        case "idempotency_key":
-                            let k = try r.readString(maxBytes: 255)
-                            guard !k.isEmpty, !k.hasPrefix(MandateService.keyPrefix), k.utf8.allSatisfy({ $0 > 32 && $0 < 127 && $0 != 34 && $0 != 92 }) else {
-                                throw VaultError(.requestFieldInvalid, "idempotency_key is printable ASCII, not starting with \(MandateService.keyPrefix)", field: "idempotency_key")
-                            }
-                            key = k
+                        case "idempotency_key": key = try RequestFields.idempotencyKey(&r)
                         default: throw VaultError(.requestFieldUnknown, "a session payment has card or envelope, and idempotency_key")
                         }
                     }
@@ -232,18 +213,10 @@ public struct SidecarRoutes: Sendable {
                     var maxCycles: Int?, expires: Date?
                     try r.readObject { (r, key) throws(VaultError) in
                         switch key {
-                        case "instrument": instrument = try r.readString(maxBytes: 64)
-                        case "amount", "max_amount":
-                            let v = try r.readInt()
-                            guard (1...Currency.maximumAmount).contains(v) else {
-                                throw VaultError(.amountInvalid, "\(key) is a positive integer in minor units", field: key)
-                            }
-                            if key == "amount" { amount = v } else { maxAmount = v }
-                        case "currency":
-                            guard let c = Currency(try r.readString(maxBytes: 8)) else {
-                                throw VaultError(.currencyInvalid, "currency is an ISO 4217 code", field: "currency")
-                            }
-                            currency = c
+                        case "instrument": instrument = try RequestFields.id(&r, prefix: "ins_", field: "instrument")
+                        case "amount": amount = try RequestFields.amount(&r)
+                        case "max_amount": maxAmount = try RequestFields.amount(&r, field: "max_amount")
+                        case "currency": currency = try RequestFields.currency(&r)
                         case "interval":
                             guard let i = MandateRecord.Interval(rawValue: try r.readString(maxBytes: 8)) else {
                                 throw VaultError(.requestFieldInvalid, "interval is day, week or month", field: "interval")
@@ -403,37 +376,11 @@ public struct SidecarRoutes: Sendable {
                 var token: String?, customer: String?, amount: Int?, currency: Currency?, key: String?
                 try r.readObject { (r, field) throws(VaultError) in
                     switch field {
-                    case "token":
-                        let t = try r.readString(maxBytes: 64)
-                        guard t.hasPrefix("tok_"), t.utf8.allSatisfy({ (48...57).contains($0) || (97...122).contains($0) || $0 == 95 }) else {
-                            throw VaultError(.requestFieldInvalid, "token is tok_ and lower-case letters or digits", field: "token")
-                        }
-                        token = t
-                    case "amount":
-                        let v = try r.readInt()
-                        guard (1...Currency.maximumAmount).contains(v) else {
-                            throw VaultError(.amountInvalid, "amount is a positive integer in minor units", field: "amount")
-                        }
-                        amount = v
-                    case "currency":
-                        guard let c = Currency(try r.readString(maxBytes: 8)) else {
-                            throw VaultError(.currencyInvalid, "currency is an ISO 4217 code such as EUR or USD", field: "currency")
-                        }
-                        currency = c
-                    case "idempotency_key":
-                        let k = try r.readString(maxBytes: 255)
-                        guard !k.isEmpty, !k.hasPrefix(MandateService.keyPrefix), k.utf8.allSatisfy({ $0 > 32 && $0 < 127 && $0 != 34 && $0 != 92 }) else {
-                            throw VaultError(
-                                .requestFieldInvalid, "idempotency_key is 1 to 255 printable ASCII characters, no spaces or quotes, not starting with \(MandateService.keyPrefix)",
-                                field: "idempotency_key")
-                        }
-                        key = k
-                    case "customer":
-                        let c = try r.readString(maxBytes: 64)
-                        guard c.hasPrefix("cus_"), c.utf8.allSatisfy({ (48...57).contains($0) || (97...122).contains($0) || $0 == 95 }) else {
-                            throw VaultError(.requestFieldInvalid, "customer is cus_ and lower-case letters or digits", field: "customer")
-                        }
-                        customer = c
+                    case "token": token = try RequestFields.id(&r, prefix: "tok_", field: "token")
+                    case "amount": amount = try RequestFields.amount(&r)
+                    case "currency": currency = try RequestFields.currency(&r)
+                    case "idempotency_key": key = try RequestFields.idempotencyKey(&r)
+                    case "customer": customer = try RequestFields.id(&r, prefix: "cus_", field: "customer")
                     default:
                         throw VaultError(.requestFieldUnknown, "a payment has token or customer, amount, currency and idempotency_key")
                     }
@@ -585,4 +532,45 @@ public struct SidecarRoutes: Sendable {
 extension HTTPField.Name {
     /// Set on the answer to a replayed idempotency key.
     static let idempotentReplayed = Self("Idempotent-Replayed")!
+}
+
+/// Request fields several routes share, each with its coded refusal.
+enum RequestFields {
+    /// A positive amount in minor units (at most `Currency.maximumAmount`).
+    static func amount(_ r: inout JSONReader, field: String = "amount") throws(VaultError) -> Int {
+        let v = try r.readInt()
+        guard (1...Currency.maximumAmount).contains(v) else {
+            throw VaultError(.amountInvalid, "\(field) is a positive integer in minor units", field: field)
+        }
+        return v
+    }
+
+    /// An active ISO 4217 code.
+    static func currency(_ r: inout JSONReader) throws(VaultError) -> Currency {
+        guard let c = Currency(try r.readString(maxBytes: 8)) else {
+            throw VaultError(.currencyInvalid, "currency is an ISO 4217 code such as EUR or USD", field: "currency")
+        }
+        return c
+    }
+
+    /// A vault id: `prefix` and lower-case letters, digits or `_`.
+    static func id(_ r: inout JSONReader, prefix: String, field: String) throws(VaultError) -> String {
+        let v = try r.readString(maxBytes: 64)
+        guard v.hasPrefix(prefix), v.utf8.allSatisfy({ (48...57).contains($0) || (97...122).contains($0) || $0 == 95 }) else {
+            throw VaultError(.requestFieldInvalid, "\(field) is \(prefix) and lower-case letters or digits", field: field)
+        }
+        return v
+    }
+
+    /// 1 to 255 printable ASCII characters without spaces or quotes, outside the reserved
+    /// mandate prefix.
+    static func idempotencyKey(_ r: inout JSONReader) throws(VaultError) -> String {
+        let k = try r.readString(maxBytes: 255)
+        guard !k.isEmpty, !k.hasPrefix(MandateService.keyPrefix), k.utf8.allSatisfy({ $0 > 32 && $0 < 127 && $0 != 34 && $0 != 92 }) else {
+            throw VaultError(
+                .requestFieldInvalid, "idempotency_key is 1 to 255 printable ASCII characters, no spaces or quotes, not starting with \(MandateService.keyPrefix)",
+                field: "idempotency_key")
+        }
+        return k
+    }
 }
