@@ -1,5 +1,9 @@
 internal import CSodium
-import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Where `SecureBytes` get their memory: locked (`mlock`), excluded from core dumps, wiped on
 /// release.
@@ -18,12 +22,8 @@ enum SecurePool {
     /// Zero bytes kept after every SecureBytes' usable bytes and checked on release.
     static let canaryBytes = 16
 
-    private struct State: ~Copyable {
-        /// Free slots per class, as addresses (plain integers, so the state is Sendable).
-        var free: [[UInt]] = Array(repeating: [], count: SecurePool.classes.count)
-    }
-
-    private static let state = Mutex(State())
+    /// Free slots per class, as addresses, behind a pthread mutex.
+    private static let state = FreeLists(classes: classes.count)
 
     /// An allocation: the pointer, its usable size, and the size class (nil: direct sodium_malloc).
     struct Allocation {
@@ -41,15 +41,15 @@ enum SecurePool {
             sodium_memzero(p, size)
             return Allocation(pointer: p, size: size, sizeClass: nil)
         }
-        let address = state.withLock { s -> UInt in
-            if let p = s.free[c].popLast() { return p }
+        let address = state.withLock { free -> UInt in
+            if let p = free[c].popLast() { return p }
             let size = classes[c]
             guard let slab = sodium_malloc(slabBytes) else { fatalError("sodium_malloc failed: out of locked memory") }
             sodium_memzero(slab, slabBytes)
             let slots = slabBytes / size
-            s.free[c].reserveCapacity(s.free[c].count + slots)
+            free[c].reserveCapacity(free[c].count + slots)
             let base = UInt(bitPattern: slab)
-            for i in stride(from: slots - 1, to: 0, by: -1) { s.free[c].append(base + UInt(i * size)) }
+            for i in stride(from: slots - 1, to: 0, by: -1) { free[c].append(base + UInt(i * size)) }
             return base
         }
         let slot = UnsafeMutableRawPointer(bitPattern: address)!
@@ -64,6 +64,27 @@ enum SecurePool {
         }
         sodium_memzero(a.pointer, a.size)
         let address = UInt(bitPattern: a.pointer)
-        state.withLock { $0.free[c].append(address) }
+        state.withLock { $0[c].append(address) }
+    }
+}
+
+/// The pool's free lists (addresses, per size class) behind a pthread mutex. ThreadSanitizer
+/// models pthread mutexes; it does not see the futex path of `Synchronization.Mutex` on Linux and
+/// reported false races on the pool under it.
+private final class FreeLists: @unchecked Sendable {
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private var free: [[UInt]]
+
+    init(classes: Int) {
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+        free = Array(repeating: [], count: classes)
+    }
+
+    func withLock<R>(_ body: (inout [[UInt]]) -> R) -> R {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return body(&free)
     }
 }
