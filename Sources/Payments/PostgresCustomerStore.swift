@@ -156,17 +156,6 @@ public final class PostgresCustomerStore: CustomerStore, MandateStore {
     }
 
     private func run<T: Sendable>(_ what: String, _ body: (PostgresClient, Logger) async throws -> T) async throws(PaymentStoreError) -> T {
-        do {
-            do {
-                return try await body(client, logger)
-            } catch let wrapped as PostgresTransactionError {
-                throw wrapped.closureError ?? wrapped.beginError ?? wrapped.commitError ?? wrapped
-            }
-        } catch let error as PSQLError {
-            let state = error.serverInfo?[.sqlState]
-            throw PaymentStoreError(.unavailable, "PostgreSQL \(what) failed (\(state.map { "SQLSTATE \($0)" } ?? "\(error.code)"))")
-        } catch {
-            throw PaymentStoreError(.unavailable, "PostgreSQL \(what) failed (\(type(of: error)))")
-        }
+        try await runPostgres(client, logger, what, body)
     }
 }

@@ -171,23 +171,7 @@ public final class PostgresPaymentStore: PaymentStore, SessionStore {
         }
     }
 
-    /// Runs `body`; the single-use index's violation is `TOKEN_IN_USE`, anything else
-    /// `STORE_UNAVAILABLE` with the SQLSTATE only.
     private func run<T: Sendable>(_ what: String, _ body: (PostgresClient, Logger) async throws -> T) async throws(PaymentStoreError) -> T {
-        do {
-            do {
-                return try await body(client, logger)
-            } catch let wrapped as PostgresTransactionError {
-                throw wrapped.closureError ?? wrapped.beginError ?? wrapped.commitError ?? wrapped
-            }
-        } catch let error as PSQLError {
-            let state = error.serverInfo?[.sqlState]
-            if state == "23505" {
-                throw PaymentStoreError(.tokenInUse, "this single-use token already has a payment in progress or succeeded")
-            }
-            throw PaymentStoreError(.unavailable, "PostgreSQL \(what) failed (\(state.map { "SQLSTATE \($0)" } ?? "\(error.code)"))")
-        } catch {
-            throw PaymentStoreError(.unavailable, "PostgreSQL \(what) failed (\(type(of: error)))")
-        }
+        try await runPostgres(client, logger, what, uniqueViolation: PaymentStoreError(.tokenInUse, "this single-use token already has a payment in progress or succeeded"), body)
     }
 }
