@@ -45,9 +45,10 @@ let package = Package(
         .target(
             name: "SocketHTTP",
             dependencies: [
-                "VaultCrypto",
+                "VaultCrypto", "Audit",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         // Tokens, the token store protocol and its two backends (SQLite, PostgreSQL).
@@ -64,7 +65,7 @@ let package = Package(
         .target(
             name: "Payments",
             dependencies: [
-                "VaultCrypto", "Money",
+                "VaultCrypto", "Money", "Tokenizer",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -92,18 +93,29 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Key rotation's store side: re-seal stored envelopes to the primary key. Opens envelopes,
+        // so only the CLI (run in the gateway's zone) links it; the sidecar never does.
+        .target(
+            name: "Rewrap",
+            dependencies: ["VaultOpen", "VaultCrypto", "Tokenizer", .product(name: "Logging", package: "swift-log")]
+        ),
+        // Tamper-evident audit log (hash-chained JSON lines, docs/audit-log.md) and its verifier.
+        .target(name: "Audit", dependencies: ["VaultCrypto"]),
         // The library for non-PCI callers: validate, card input component, seal.
         .target(name: "VaultClient", dependencies: ["VaultCrypto", "CardRules"]),
         // The `vault` subcommands (argument-parser); the executable only calls into this.
         .target(
             name: "VaultCLI",
             dependencies: [
-                "VaultCrypto", "VaultOpen", "VaultClient", "CardRules", "Sidecar", "Gateway", "SocketHTTP", "Payments",
+                "VaultCrypto", "VaultOpen", "VaultClient", "CardRules", "Sidecar", "Gateway", "SocketHTTP", "Payments", "Rewrap",
+                "Tokenizer", "Audit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -134,6 +146,7 @@ let package = Package(
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ]
         ),
+        .testTarget(name: "AuditTests", dependencies: ["Audit", "VaultCrypto"]),
         .testTarget(name: "VaultClientTests", dependencies: ["VaultClient", "VaultCrypto", "VaultOpen", "CardRules"]),
         // End to end: runs the real `vault` binary and PyNaCl (Tests/Interop).
         .testTarget(name: "VaultCLITests", dependencies: ["VaultCrypto", "CardRules", "VaultClient"]),

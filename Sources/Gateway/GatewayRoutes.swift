@@ -15,24 +15,47 @@ import VaultOpen
 /// outcome only, never card data.
 public struct GatewayRoutes: Sendable {
     public static let maxBodyBytes = 16 * 1024
-    public static let documentedRoutes = [
-        "POST /v1/authorize", "GET /v1/authorizations/{payment_id}", "POST /v1/authorizations/{payment_id}/confirm",
-        "POST /v1/sandbox/acs/{transaction_id}", "GET /v1/health",
+    /// The audit log's action per route (docs/audit-log.md).
+    public static let auditedActions: [String: String] = [
+        "POST /v1/authorize": "authorize", "GET /v1/authorizations/{payment}": "payment_read",
+        "POST /v1/authorizations/{payment}/confirm": "confirm",
     ]
 
-    let opener: EnvelopeOpener
+    public static let documentedRoutes = [
+        "POST /v1/authorize", "GET /v1/authorizations/{payment_id}", "POST /v1/authorizations/{payment_id}/confirm",
+        "POST /v1/sandbox/acs/{transaction_id}", "GET /v1/keys", "GET /v1/health",
+    ]
+
+    let openers: Openers
+    var opener: EnvelopeOpener { openers.current }
     let processor: any PaymentProcessor
     /// The sandbox's ACS (challenge pages), when the processor is the sandbox.
     let sandbox: SandboxProcessor?
 
     public init(opener: EnvelopeOpener, processor: any PaymentProcessor) {
-        self.opener = opener
+        self.init(openers: Openers(opener), processor: processor)
+    }
+
+    /// Routes over a reloadable opener (SIGHUP swaps the keys and the key ring).
+    public init(openers: Openers, processor: any PaymentProcessor) {
+        self.openers = openers
         self.processor = processor
         self.sandbox = processor as? SandboxProcessor
     }
 
     public func register<Context: RequestContext>(on router: Router<Context>) {
         router.get("/v1/health") { _, _ in JSONOut.response(.ok, "{\"status\":\"ok\",\"processor\":\"\(processor.name)\"}") }
+        // The kids this gateway opens now: `vault keys rotate` waits for the new kid here before
+        // it promotes it, so nothing is sealed to a key the gateway cannot open yet.
+        router.get("/v1/keys") { _, _ in
+            let ring = opener.ring
+            var out = "{\"primary\":"
+            if let primary = ring.pinned?.primary { JSONOut.string(primary.rawValue, into: &out) } else { out += "null" }
+            out += ",\"opens\":["
+            out += ring.openingKids.map { "\"\($0.rawValue)\"" }.joined(separator: ",")
+            out += "]}"
+            return JSONOut.response(.ok, out)
+        }
         router.post("/v1/authorize") { request, context in try await self.authorize(request, logger: context.logger) }
         // The recorded outcome of a payment id (404 AUTHORIZATION_NOT_FOUND: never seen, nothing charged).
         router.get("/v1/authorizations/:payment") { _, context in
@@ -122,6 +145,11 @@ public struct GatewayRoutes: Sendable {
             throw APIError(.contentTooLarge, "BODY_TOO_LARGE", "a request body is at most \(Self.maxBodyBytes) bytes")
         }
         let parsed = try body.withUnsafeReadableBytes { raw throws(APIError) in try Self.parse(raw) }
+        if let note = AuditNote.current {
+            note.payment = parsed.paymentID
+            note.kid = parsed.envelope.kid.rawValue
+            note.envelope = parsed.envelope.id
+        }
         let outcome: AuthorizationOutcome
         do {
             // The opened card lives in SecureBytes for this scope only; released (wiped) after.
@@ -217,5 +245,27 @@ public struct GatewayRoutes: Sendable {
             out += "}"
         }
         return out + "}"
+    }
+}
+
+/// The gateway's opener as one value that a reload swaps whole (requests in flight keep theirs).
+public final class Openers: @unchecked Sendable {
+    private let lock = NSLock()
+    private var opener: EnvelopeOpener
+
+    public init(_ opener: EnvelopeOpener) { self.opener = opener }
+
+    /// The opener now.
+    public var current: EnvelopeOpener {
+        lock.lock()
+        defer { lock.unlock() }
+        return opener
+    }
+
+    /// Swaps in a new opener.
+    public func replace(with opener: EnvelopeOpener) {
+        lock.lock()
+        self.opener = opener
+        lock.unlock()
     }
 }

@@ -1,3 +1,4 @@
+import Audit
 import Foundation
 import Hummingbird
 import Logging
@@ -16,9 +17,20 @@ public struct GatewayServer: Sendable {
         public var socketGroup: gid_t?
         /// A directory of `*.key` files (and optionally `fingerprint.fk`); nil: `$CREDENTIALS_DIRECTORY`.
         public var keysDirectory: String?
+        /// The key ring description (`ring.json`): nil uses `<keys>/ring.json` when it exists;
+        /// without one, every key held opens.
+        public var ringPath: String?
+        /// A file holding the passphrase of protected secret keys; nil uses the credential
+        /// `passphrase` in `$CREDENTIALS_DIRECTORY` when there is one.
+        public var passphraseFile: String?
         public var processor = ProcessorChoice.sandbox(ledgerPath: "gateway-sandbox.sqlite")
-        /// uids allowed to call (default: this process's own).
+        /// uids allowed to call (default: this process's own). Root may always ask `GET /v1/keys`
+        /// and `GET /v1/health` (kids only), so `vault keys rotate --gateway` works as root.
         public var allowedUIDs: Set<UInt32> = [getuid()]
+        /// The audit log (docs/audit-log.md); nil: none.
+        public var auditLogPath: String?
+        /// Log each request at info level (route template, status, duration); off by default.
+        public var logRequests = false
         public init() {}
     }
 
@@ -42,7 +54,7 @@ public struct GatewayServer: Sendable {
             throw VaultError(.hardeningFailed, "cannot disable core dumps (prctl PR_SET_DUMPABLE / RLIMIT_CORE): refusing to load secret keys")
         }
         if let gid = configuration.socketGroup { try SocketFile.checkCanChown(to: gid) }
-        let keys = try GatewayKeys.load(directory: configuration.keysDirectory)
+        let keys = try GatewayKeys.load(configuration, logger: logger)
         let processor: any PaymentProcessor
         switch configuration.processor {
         case .sandbox(let path):
@@ -60,9 +72,26 @@ public struct GatewayServer: Sendable {
                 throw VaultError(.gatewayLedgerUnavailable, "cannot open the relay ledger at \(ledgerPath)")
             }
         }
+        let audit = try configuration.auditLogPath.map { (path) throws(VaultError) in try AuditLog.open(path, process: "gateway") }
+        defer { audit?.close() }
         let router = Router(context: VaultRequestContext.self)
+        if configuration.logRequests { router.add(middleware: RequestLogMiddleware()) }
+        if let audit { router.add(middleware: AuditMiddleware(log: audit, actions: GatewayRoutes.auditedActions)) }
         router.add(middleware: UIDAllowListMiddleware(allowed: configuration.allowedUIDs))
-        GatewayRoutes(opener: EnvelopeOpener(ring: keys.ring, fingerprintKey: keys.fingerprintKey), processor: processor).register(on: router)
+        let openers = Openers(EnvelopeOpener(ring: keys.ring, fingerprintKey: keys.fingerprintKey))
+        GatewayRoutes(openers: openers, processor: processor).register(on: router)
+        let configuration = self.configuration, reloadLogger = logger
+        let reloader = ReloadOnHangup {
+            do throws(VaultError) {
+                let fresh = try GatewayKeys.load(configuration, logger: reloadLogger)
+                openers.replace(with: EnvelopeOpener(ring: fresh.ring, fingerprintKey: fresh.fingerprintKey))
+                audit?.record(AuditEvent(action: "key_reload", uid: getuid(), kid: fresh.ring.pinned?.primary.rawValue))
+                reloadLogger.notice("keys reloaded", metadata: ["opens": "\(fresh.ring.openingKids.map(\.rawValue).joined(separator: ","))"])
+            } catch {
+                reloadLogger.error("key reload failed; keeping the keys in use", metadata: ["error": "\(error.code)", "reason": "\(error.message)"])
+                audit?.record(AuditEvent(action: "key_reload", outcome: error.code.rawValue, uid: getuid()))
+            }
+        }
         try SocketFile.prepare(configuration.socketPath)
         let socketPath = configuration.socketPath, mode = configuration.socketMode, group = configuration.socketGroup
         let logger = self.logger
@@ -70,13 +99,14 @@ public struct GatewayServer: Sendable {
             router: router,
             server: .http1(additionalChannelHandlers: [PeerCredentialsHandler()]),
             configuration: .init(address: .unixDomainSocket(path: socketPath), serverName: "vault-gateway"),
+            services: [reloader],
             onServerRunning: { channel in
                 guard SocketFile.apply(path: socketPath, mode: mode, group: group, logger: logger) else {
                     try? await channel.close()
                     return
                 }
                 logger.notice("vault gateway listening", metadata: [
-                    "socket": "\(socketPath)", "kids": "\(keys.ring.kids.map(\.rawValue).joined(separator: ","))",
+                    "socket": "\(socketPath)", "opens": "\(keys.ring.openingKids.map(\.rawValue).joined(separator: ","))",
                     "processor": "\(processor.name)",
                 ])
             },
@@ -85,13 +115,15 @@ public struct GatewayServer: Sendable {
     }
 }
 
-/// The gateway's keys: every `*.key` (mode 0600) of a directory, and `fingerprint.fk` if there.
+/// The gateway's keys: every `*.key` (mode 0600) of a directory, `fingerprint.fk` if there, and
+/// the key ring description that pins which of them open.
 struct GatewayKeys {
     let ring: KeyRing
     let fingerprintKey: FingerprintKey?
 
-    static func load(directory: String?) throws(VaultError) -> GatewayKeys {
-        guard let dir = directory ?? ProcessInfo.processInfo.environment["CREDENTIALS_DIRECTORY"] else {
+    static func load(_ configuration: GatewayServer.Configuration, logger: Logger) throws(VaultError) -> GatewayKeys {
+        let credentials = ProcessInfo.processInfo.environment["CREDENTIALS_DIRECTORY"]
+        guard let dir = configuration.keysDirectory ?? credentials else {
             throw VaultError(.keyFileNotFound, "give --keys DIR or run with systemd credentials ($CREDENTIALS_DIRECTORY)")
         }
         let names: [String]
@@ -102,7 +134,21 @@ struct GatewayKeys {
         guard !paths.isEmpty else {
             throw VaultError(.keyFileNotFound, "no secret key (*.key) in \(dir)", field: dir)
         }
-        let ring = try KeyRing(paths: paths)
+        var passphrase: SecureBytes?
+        if let file = configuration.passphraseFile {
+            passphrase = try ProtectedKey.readPassphrase(path: file)
+        } else if let credentials, FileManager.default.fileExists(atPath: credentials + "/passphrase") {
+            passphrase = try ProtectedKey.readPassphrase(path: credentials + "/passphrase")
+        }
+        var ring = try KeyRing(paths: paths, passphrase: passphrase)
+        let ringPath = configuration.ringPath ?? (names.contains(KeyRingFile.fileName) ? dir + "/" + KeyRingFile.fileName : nil)
+        if let ringPath {
+            let description = try KeyRingFile.load(path: ringPath)
+            try ring.pin(to: description)
+            for kid in ring.kids where description.status(of: kid) == nil {
+                logger.warning("secret key not in the key ring: it opens nothing", metadata: ["kid": "\(kid)"])
+            }
+        }
         let fk = names.contains(KeyFiles.fingerprintKeyFileName)
             ? try KeyFiles.loadFingerprintKey(path: dir + "/" + KeyFiles.fingerprintKeyFileName) : nil
         return GatewayKeys(ring: ring, fingerprintKey: fk)
@@ -115,7 +161,8 @@ struct UIDAllowListMiddleware: RouterMiddleware {
     let allowed: Set<UInt32>
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard let peer = context.peer, allowed.contains(peer.uid) else {
+        let rootMayAsk = request.method == .get && (request.uri.path == "/v1/keys" || request.uri.path == "/v1/health")
+        guard let peer = context.peer, allowed.contains(peer.uid) || (peer.uid == 0 && rootMayAsk) else {
             context.logger.notice("peer refused", metadata: ["uid": "\(context.peer.map { String($0.uid) } ?? "?")"])
             throw APIError(.forbidden, "PEER_NOT_ALLOWED", "only the sidecar may call the gateway")
         }

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import Tokenizer
 import VaultCrypto
 
 /// Customers and instruments in PostgreSQL, shared by every sidecar of the store.
@@ -157,5 +158,12 @@ public final class PostgresCustomerStore: CustomerStore, MandateStore {
 
     private func run<T: Sendable>(_ what: String, _ body: (PostgresClient, Logger) async throws -> T) async throws(PaymentStoreError) -> T {
         try await runPostgres(client, logger, what, body)
+    }
+}
+
+extension PostgresCustomerStore {
+    /// The stored instruments' table, for key rotation.
+    public static func envelopeTable(client: PostgresClient, logger: Logger) -> any EnvelopeTable {
+        PostgresEnvelopeTable(client: client, logger: logger, name: "instruments", table: "vault_instruments", idColumn: "id", hasCVC: false)
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Tokenizer
 import VaultCrypto
 
 /// Customers and instruments in the embedded SQLite database (the tokens' file).
@@ -152,5 +153,12 @@ public final class SQLiteCustomerStore: CustomerStore, MandateStore {
         do { return try await pool.write(body) } catch {
             throw PaymentStoreError(.unavailable, "customer write failed: \(SQLitePaymentStore.describe(error))")
         }
+    }
+}
+
+extension SQLiteCustomerStore {
+    /// The stored instruments' table, for key rotation.
+    public static func envelopeTable(pool: DatabasePool) -> any EnvelopeTable {
+        SQLiteEnvelopeTable(pool: pool, table: "instruments", idColumn: "id", hasCVC: false)
     }
 }

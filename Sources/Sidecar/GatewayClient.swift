@@ -122,6 +122,7 @@ public struct GatewayClient: Sendable {
             return .notSent("connecting to the gateway timed out")
         }
         if error is NIOConnectionError { return .notSent("the gateway's socket cannot be reached") }
+        if let e = error as? HTTPClientError { return .outcomeUnknown("the gateway call failed midway (\(e))") }
         return .outcomeUnknown("the gateway call failed midway (\(type(of: error)))")
     }
 

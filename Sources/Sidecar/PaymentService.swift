@@ -105,9 +105,19 @@ public struct PaymentService: Sendable {
         }
         let outcome: GatewayClient.Outcome
         do throws(GatewayClient.Failure) {
-            outcome = try await gateway.authorize(
-                paymentID: intent.id, amount: intent.amount, currency: intent.currency, envelopeJSON: envelopeJSON,
-                idempotencyKey: request.idempotencyKey)
+            do throws(GatewayClient.Failure) {
+                outcome = try await gateway.authorize(
+                    paymentID: intent.id, amount: intent.amount, currency: intent.currency, envelopeJSON: envelopeJSON,
+                    idempotencyKey: request.idempotencyKey)
+            } catch .outcomeUnknown(let why) where why.contains("remoteConnectionClosed") {
+                // A kept-alive connection the gateway closed as the request went out. The gateway
+                // is idempotent by payment id (its ledger answers a repeat with the first outcome),
+                // so asking again once, at once, settles it without a double charge.
+                logger.notice("gateway connection closed mid-call; asking again", metadata: ["payment": "\(intent.id)"])
+                outcome = try await gateway.authorize(
+                    paymentID: intent.id, amount: intent.amount, currency: intent.currency, envelopeJSON: envelopeJSON,
+                    idempotencyKey: request.idempotencyKey)
+            }
         } catch {
             switch error {
             case .notSent(let why):

@@ -1,20 +1,29 @@
 import Foundation
 import Logging
+import Tokenizer
 import VaultCrypto
 
 /// The keys a sidecar holds: public keys and the fingerprint key. Never a secret key.
 public struct SidecarKeys: Sendable {
-    /// The key new cards are sealed to.
-    public let primary: PublicKey
-    /// Every public key found (the primary included).
-    public let all: [PublicKey]
+    /// The sealing keys: the ring's primary and the status of every kid it lists.
+    public let sealing: SealingKeys.Snapshot
+    /// Public key files found that the ring does not list (refused; logged at load).
+    public let unlisted: [KeyID]
     /// The fingerprint key.
     public let fingerprintKey: FingerprintKey
 
-    /// Loads `dir`: every `*.pub`, and `fingerprint.fk` (created, mode 0600, when absent, and
-    /// logged). The primary is the newest `.pub` until the key ring (issue 5) names one.
+    /// The key new cards are sealed to.
+    public var primary: PublicKey { sealing.primary }
+
+    /// Loads `dir`: the key ring `ring.json`, the `*.pub` files, and `fingerprint.fk` (created,
+    /// mode 0600, when absent, and logged).
+    ///
+    /// The ring pins the kids: the primary is the one it names (its `.pub` must be here and hash
+    /// to that kid), and a `.pub` whose kid the ring does not list is refused, never used. A
+    /// directory without `ring.json` may hold exactly one public key, which is then the primary.
     /// - Throws: `SECRET_KEY_REFUSED` when the directory holds a secret key (a `.key` file or
-    ///   any file starting `vault:sk:`): the sidecar must never hold one; key-file codes.
+    ///   any file starting `vault:sk:`): the sidecar must never hold one; `KEY_RING_NOT_FOUND`
+    ///   for several public keys and no ring; `KEY_RING_INVALID`; key-file codes.
     public static func load(directory dir: String, logger: Logger) throws(VaultError) -> SidecarKeys {
         let names: [String]
         do { names = try FileManager.default.contentsOfDirectory(atPath: dir).sorted() } catch {
@@ -28,29 +37,50 @@ public struct SidecarKeys: Sendable {
                     "\(path) is a secret key: the sidecar never holds one (move it to the gateway's keys directory)", field: path)
             }
         }
-        var keys: [(PublicKey, Date)] = []
+        var found: [KeyID: PublicKey] = [:]
         for name in names where name.hasSuffix(".pub") {
-            let path = dir + "/" + name
-            let key = try KeyFiles.loadPublicKey(path: path)
-            let mtime = (try? FileManager.default.attributesOfItem(atPath: path)[.modificationDate] as? Date) ?? .distantPast
-            keys.append((key, mtime ?? .distantPast))
+            let key = try KeyFiles.loadPublicKey(path: dir + "/" + name)
+            found[key.kid] = key
         }
-        guard let primary = keys.max(by: { $0.1 < $1.1 })?.0 else {
-            throw VaultError(.keyFileNotFound, "no public key (*.pub) in \(dir): make one with `vault keygen --out DIR` and copy the .pub here", field: dir)
+        let ringPath = dir + "/" + KeyRingFile.fileName
+        let sealing: SealingKeys.Snapshot
+        var unlisted: [KeyID] = []
+        if names.contains(KeyRingFile.fileName) {
+            let ring = try KeyRingFile.load(path: ringPath)
+            guard let primary = found[ring.primary] else {
+                throw VaultError(
+                    .keyFileNotFound, "the key ring's primary \(ring.primary) has no public key file in \(dir) (\(ring.primary).pub)", field: dir)
+            }
+            sealing = SealingKeys.Snapshot(primary: primary, statuses: Dictionary(uniqueKeysWithValues: ring.entries.map { ($0.kid, $0.status) }))
+            unlisted = found.keys.filter { ring.status(of: $0) == nil }.sorted()
+            for kid in unlisted {
+                logger.warning("public key refused: the key ring does not list it", metadata: ["kid": "\(kid)", "ring": "\(ringPath)"])
+            }
+        } else {
+            guard found.count <= 1 else {
+                throw VaultError(
+                    .keyRingNotFound,
+                    "\(dir) holds \(found.count) public keys and no \(KeyRingFile.fileName): name the primary with `vault keys init --keys \(dir) --primary KID`",
+                    field: ringPath)
+            }
+            guard let only = found.values.first else {
+                throw VaultError(.keyFileNotFound, "no public key (*.pub) in \(dir): make one with `vault keygen --out DIR` and copy the .pub here", field: dir)
+            }
+            sealing = SealingKeys.Snapshot(primary: only)
         }
         let fkPath = dir + "/" + KeyFiles.fingerprintKeyFileName
         if !FileManager.default.fileExists(atPath: fkPath) {
             try KeyFiles.generateFingerprintKey(path: fkPath)
             logger.notice("created fingerprint key", metadata: ["path": "\(fkPath)"])
         }
-        return SidecarKeys(primary: primary, all: keys.map(\.0), fingerprintKey: try KeyFiles.loadFingerprintKey(path: fkPath))
+        return SidecarKeys(sealing: sealing, unlisted: unlisted, fingerprintKey: try KeyFiles.loadFingerprintKey(path: fkPath))
     }
 
     private static func startsWithSecretPrefix(_ path: String) -> Bool {
         guard let h = FileHandle(forReadingAtPath: path) else { return false }
         defer { try? h.close() }
         let head = (try? h.read(upToCount: 12)) ?? Data()
-        return head == Data("vault:sk:v1:".utf8)
+        return head == Data("vault:sk:v1:".utf8) || head.starts(with: Data("vault:skp:v1".utf8))
     }
 }
 

@@ -49,6 +49,19 @@ public struct SidecarRoutes: Sendable {
         "GET /v1/health", "GET /metrics", "GET /openapi.json",
     ]
 
+    /// The audit log's action for each route that touches cards, tokens, payments or customers
+    /// (docs/audit-log.md); health, metrics, the spec and validate are not audited.
+    public static let auditedActions: [String: String] = [
+        "POST /v1/tokens": "tokenize", "GET /v1/tokens/{token}": "read", "DELETE /v1/tokens/{token}": "delete",
+        "POST /v1/payments": "pay", "GET /v1/payments/{payment}": "payment_read", "POST /v1/payments/{payment}/confirm": "confirm",
+        "POST /v1/customers": "customer_create", "GET /v1/customers/{customer}": "customer_read",
+        "POST /v1/customers/{customer}/instruments": "attach", "POST /v1/customers/{customer}/default_instrument": "set_default",
+        "DELETE /v1/customers/{customer}/instruments/{instrument}": "detach",
+        "POST /v1/sessions": "session_create", "GET /v1/sessions/{session}": "session_read", "POST /v1/sessions/{session}/pay": "pay",
+        "POST /v1/customers/{customer}/mandates": "mandate_create", "GET /v1/mandates/{mandate}": "mandate_read",
+        "DELETE /v1/mandates/{mandate}": "mandate_cancel", "POST /v1/mandates/{mandate}/charges": "pay",
+    ]
+
     /// The OpenAPI 3.1 document (Sources/Sidecar/Resources/openapi.json).
     public static let openAPIDocument: String = {
         guard let url = Bundle.module.url(forResource: "openapi", withExtension: "json"),
@@ -82,14 +95,14 @@ public struct SidecarRoutes: Sendable {
         registerMandates(on: router)
         router.get("/v1/payments/:payment") { _, context in
             let p = try await self.paymentService().payment(context.parameters.get("payment") ?? "")
-            return JSONOut.response(.ok, PaymentService.json(p))
+            return JSONOut.response(.ok, Self.noted(p))
         }
         router.post("/v1/payments/:payment/confirm") { request, context in
             let service = try self.paymentService()
             let jwt = try await Self.stringField("three_ds_result", of: request, maxBytes: 8192)
             let p = try await service.confirm(context.parameters.get("payment") ?? "", threeDSResult: jwt)
             metrics.payment(status: p.status.rawValue, replayed: false)
-            return JSONOut.response(.ok, PaymentService.json(p))
+            return JSONOut.response(.ok, Self.noted(p))
         }
         // The sandbox processor's 3DS challenge page (challenge_url), for tests and demos:
         // `{"action":"SUCCESS|NOACTION|FAILURE|ERROR|CANCEL|TIMEOUT"}` → `{"three_ds_result":"<JWT>"}`.
@@ -186,7 +199,7 @@ public struct SidecarRoutes: Sendable {
                 }
             }
             metrics.payment(status: payment.status.rawValue, replayed: !created)
-            return JSONOut.response(created ? .created : .ok, PaymentService.json(payment))
+            return JSONOut.response(created ? .created : .ok, Self.noted(payment))
         }
     }
 
@@ -273,7 +286,7 @@ public struct SidecarRoutes: Sendable {
             }
             let (payment, created) = try await service.charge(context.parameters.get("mandate") ?? "", cycle: cycle, amount: amount)
             metrics.payment(status: payment.status.rawValue, replayed: !created)
-            return JSONOut.response(created ? .created : .ok, PaymentService.json(payment))
+            return JSONOut.response(created ? .created : .ok, Self.noted(payment))
         }
     }
 
@@ -301,6 +314,7 @@ public struct SidecarRoutes: Sendable {
                 }
             }
             let c = try await service.create(reference: reference)
+            AuditNote.current?.customer = c.id
             return JSONOut.response(.created, CustomerService.json(c, []))
         }
         router.get("/v1/customers/:customer") { _, context in
@@ -398,10 +412,19 @@ public struct SidecarRoutes: Sendable {
             }
         }
         let (payment, created) = try await service.pay(parsed)
-        var response = JSONOut.response(created ? .created : .ok, PaymentService.json(payment))
+        var response = JSONOut.response(created ? .created : .ok, Self.noted(payment))
         if !created { response.headers[.idempotentReplayed] = "true" }
         metrics.payment(status: payment.status.rawValue, replayed: !created)
         return response
+    }
+
+    /// A payment's JSON, its ids noted for the request's audit line.
+    static func noted(_ p: PaymentRecord) -> String {
+        if let note = AuditNote.current {
+            note.payment = p.id
+            if p.token.hasPrefix("tok_") { note.token = p.token }
+        }
+        return PaymentService.json(p)
     }
 
     func createToken(_ request: Request) async throws -> Response {
@@ -434,6 +457,11 @@ public struct SidecarRoutes: Sendable {
             case .card(let card): try await tokenizer.tokenize(card)
             case .envelope(let envelope): try await tokenizer.tokenize(envelope: envelope)
             }
+        }
+        if let note = AuditNote.current {
+            note.token = record.token
+            note.kid = record.envelope.kid.rawValue
+            note.envelope = record.envelope.id
         }
         switch input {
         case .card: metrics.tokenCreated(source: "card")

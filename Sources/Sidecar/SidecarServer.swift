@@ -1,3 +1,4 @@
+import Audit
 import CardRules
 import Foundation
 import Hummingbird
@@ -31,6 +32,10 @@ public struct SidecarServer: Sendable {
         public var gatewaySocket: String? = "gateway.sock"
         /// A payment still `processing` after this long is reconciled with the gateway.
         public var reconcileAfter: Duration = .seconds(60)
+        /// The audit log (docs/audit-log.md); nil: none.
+        public var auditLogPath: String?
+        /// Log each request (method, route, status, duration) at info level; off by default.
+        public var logRequests = false
         public init() {}
     }
 
@@ -49,6 +54,8 @@ public struct SidecarServer: Sendable {
         umask(0o077)
         if let gid = configuration.socketGroup { try SocketFile.checkCanChown(to: gid) }
         let keys = try SidecarKeys.load(directory: configuration.keysDirectory, logger: logger)
+        let audit = try configuration.auditLogPath.map { (path) throws(VaultError) in try AuditLog.open(path, process: "sidecar") }
+        defer { audit?.close() }
         var services: [any Service] = []
         let store: any TokenStore
         let paymentStore: any PaymentStore & SessionStore
@@ -79,8 +86,21 @@ public struct SidecarServer: Sendable {
         }
         let metrics = SidecarMetrics()
         services.append(TokenSweeper(store: store, interval: configuration.sweepInterval, logger: logger, metrics: metrics))
-        let tokenizer = Tokenizer(
-            store: store, primaryKey: keys.primary, otherKeys: keys.all, fingerprintKey: keys.fingerprintKey, policy: configuration.policy)
+        let sealing = SealingKeys(keys.sealing)
+        let keysDirectory = configuration.keysDirectory, reloadLogger = logger
+        services.append(ReloadOnHangup {
+            // The fingerprint key is not reloaded: changing it would change every fingerprint.
+            do throws(VaultError) {
+                let fresh = try SidecarKeys.load(directory: keysDirectory, logger: reloadLogger)
+                sealing.replace(with: fresh.sealing)
+                audit?.record(AuditEvent(action: "key_reload", uid: getuid(), kid: fresh.primary.kid.rawValue))
+                reloadLogger.notice("keys reloaded", metadata: ["primary_kid": "\(fresh.primary.kid)", "kids": "\(fresh.sealing.statuses.count)"])
+            } catch {
+                reloadLogger.error("key reload failed; keeping the keys in use", metadata: ["error": "\(error.code)", "reason": "\(error.message)"])
+                audit?.record(AuditEvent(action: "key_reload", outcome: error.code.rawValue, uid: getuid()))
+            }
+        })
+        let tokenizer = Tokenizer(store: store, keys: sealing, fingerprintKey: keys.fingerprintKey, policy: configuration.policy)
         let customers = CustomerService(tokenizer: tokenizer, customers: customerStore)
         let payments = configuration.gatewaySocket.map {
             PaymentService(tokenizer: tokenizer, payments: paymentStore, gateway: GatewayClient(socketPath: $0), customers: customers, logger: self.logger)
@@ -91,6 +111,8 @@ public struct SidecarServer: Sendable {
         }
         let router = Router(context: VaultRequestContext.self)
         router.add(middleware: MetricsMiddleware(metrics: metrics))
+        if configuration.logRequests { router.add(middleware: RequestLogMiddleware()) }
+        if let audit { router.add(middleware: AuditMiddleware(log: audit, actions: SidecarRoutes.auditedActions)) }
         router.add(middleware: PeerAuthorizationMiddleware(policy: configuration.peers))
         let sessions = payments.map { SessionService(sessions: paymentStore, payments: $0, tokenizer: tokenizer) }
         let mandates = payments.map { MandateService(mandates: customerStore, customers: customers, payments: $0) }
@@ -111,7 +133,7 @@ public struct SidecarServer: Sendable {
                     return
                 }
                 logger.notice("vault sidecar listening", metadata: [
-                    "socket": "\(socketPath)", "primary_kid": "\(keys.primary.kid)", "keys": "\(keys.all.count)",
+                    "socket": "\(socketPath)", "primary_kid": "\(keys.primary.kid)", "kids": "\(keys.sealing.statuses.count)",
                 ])
             },
             logger: logger)

@@ -18,6 +18,9 @@ public final class SQLiteTokenStore: TokenStore {
     /// - Throws: `STORE_UNAVAILABLE`.
     public init(path: String) throws(TokenStoreError) {
         var config = Configuration()
+        // Another process may write the same file (`vault rewrap` during key rotation): wait for
+        // its short transactions instead of failing with SQLITE_BUSY.
+        config.busyMode = .timeout(10)
         config.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = FULL")
         }

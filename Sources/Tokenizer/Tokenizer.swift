@@ -9,10 +9,10 @@ import VaultCrypto
 public struct Tokenizer: Sendable {
     /// The store.
     public let store: any TokenStore
-    /// The key new cards are sealed to.
-    public let primaryKey: PublicKey
-    /// Every kid an incoming envelope may be sealed to (the primary included).
-    public let acceptedKeys: [KeyID: PublicKey]
+    /// The sealing keys (swapped whole when the key ring is reloaded).
+    public let keys: SealingKeys
+    /// The key new cards are sealed to now.
+    public var primaryKey: PublicKey { keys.snapshot.primary }
     /// The fingerprint key.
     public let fingerprintKey: FingerprintKey
     /// Card rules.
@@ -27,11 +27,18 @@ public struct Tokenizer: Sendable {
         store: any TokenStore, primaryKey: PublicKey, otherKeys: [PublicKey] = [], fingerprintKey: FingerprintKey,
         validator: CardValidator = CardValidator(), policy: TokenPolicy = TokenPolicy(), now: @escaping @Sendable () -> Date = Date.init
     ) {
+        self.init(
+            store: store, keys: SealingKeys(.init(primary: primaryKey, others: otherKeys)), fingerprintKey: fingerprintKey,
+            validator: validator, policy: policy, now: now)
+    }
+
+    /// A tokenizer over reloadable keys.
+    public init(
+        store: any TokenStore, keys: SealingKeys, fingerprintKey: FingerprintKey,
+        validator: CardValidator = CardValidator(), policy: TokenPolicy = TokenPolicy(), now: @escaping @Sendable () -> Date = Date.init
+    ) {
         self.store = store
-        self.primaryKey = primaryKey
-        var keys = [primaryKey.kid: primaryKey]
-        for k in otherKeys { keys[k.kid] = k }
-        acceptedKeys = keys
+        self.keys = keys
         self.fingerprintKey = fingerprintKey
         self.validator = validator
         self.policy = policy
@@ -44,7 +51,7 @@ public struct Tokenizer: Sendable {
     public func tokenize(_ card: CardData) async throws(VaultError) -> TokenRecord {
         let t = now()
         let month = CalendarMonth(date: t)
-        let envelope = try CardEnvelope.seal(card, to: primaryKey, fingerprintKey: fingerprintKey, validator: validator, now: month)
+        let envelope = try CardEnvelope.seal(card, to: keys.snapshot.primary, fingerprintKey: fingerprintKey, validator: validator, now: month)
         return try await store(envelope, at: t)
     }
 
@@ -54,11 +61,16 @@ public struct Tokenizer: Sendable {
     /// is strict v1, the metadata is plausible (known brand, BIN and last 4 are digits of the
     /// right lengths, the expiry has not passed). The gateway re-derives and checks the metadata
     /// when it opens the envelope.
-    /// - Throws: `KEY_MISMATCH` for a kid not accepted, `ENVELOPE_METADATA_INVALID`, card-rule
-    ///   codes, store codes.
+    /// - Throws: `KEY_MISMATCH` for a kid the key ring does not list, `KEY_RETIRED` for a retired
+    ///   one, `ENVELOPE_METADATA_INVALID`, card-rule codes, store codes.
     public func tokenize(envelope: CardEnvelope) async throws(VaultError) -> TokenRecord {
-        guard acceptedKeys[envelope.kid] != nil else {
-            throw VaultError(.keyMismatch, "the envelope is sealed to key \(envelope.kid), which this vault does not accept", field: "envelope.kid")
+        switch keys.snapshot.statuses[envelope.kid] {
+        case nil:
+            throw VaultError(.keyMismatch, "the envelope is sealed to key \(envelope.kid), which this vault's key ring does not list", field: "envelope.kid")
+        case .retired?:
+            throw VaultError(.keyRetired, "the envelope is sealed to key \(envelope.kid), which is retired: seal to the primary", field: "envelope.kid")
+        default:
+            break
         }
         let c = envelope.card
         guard let spec = validator.table.spec(for: c.brand) else {

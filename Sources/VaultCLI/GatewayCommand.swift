@@ -36,6 +36,12 @@ struct GatewayCommand: AsyncParsableCommand {
     @Option(help: "Keys directory with *.key files (default: $CREDENTIALS_DIRECTORY).")
     var keys: String?
 
+    @Option(help: "The key ring (ring.json): only its primary and active kids open. Default: KEYS/ring.json if present.")
+    var ring: String?
+
+    @Option(help: "File with the passphrase of protected secret keys (default: the `passphrase` credential, if any).")
+    var passphraseFile: String?
+
     @Option(help: "Processor: sandbox, or relay:TEMPLATE.json for a real processor's API (templates in deploy/relay/).")
     var processor = "sandbox"
 
@@ -44,6 +50,15 @@ struct GatewayCommand: AsyncParsableCommand {
 
     @Option(help: "A uid allowed to call the gateway (repeatable; default: this process's uid).")
     var allowUid: [UInt32] = []
+
+    @Option(help: "A user (name) allowed to call the gateway, e.g. vault-sidecar (repeatable).")
+    var allowUser: [String] = []
+
+    @Option(help: "Append an audit line per authorize/confirm and key reload to this file (docs/audit-log.md).")
+    var auditLog: String?
+
+    @Flag(help: "Log every request (route template, status, duration) at info level.")
+    var logRequests = false
 
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel = "info"
@@ -56,7 +71,16 @@ struct GatewayCommand: AsyncParsableCommand {
         guard let mode = mode_t(socketMode, radix: 8) else { throw ValidationError("--socket-mode is octal, e.g. 600") }
         config.socketMode = mode
         config.keysDirectory = keys
-        if !allowUid.isEmpty { config.allowedUIDs = Set(allowUid) }
+        config.ringPath = ring
+        config.passphraseFile = passphraseFile
+        var uids = Set(allowUid)
+        for name in allowUser {
+            guard let pw = getpwnam(name) else { throw ValidationError("--allow-user \(name): no such user") }
+            uids.insert(pw.pointee.pw_uid)
+        }
+        if !uids.isEmpty { config.allowedUIDs = uids }
+        config.auditLogPath = auditLog
+        config.logRequests = logRequests
         if processor == "sandbox" {
             config.processor = .sandbox(ledgerPath: ledger)
         } else if processor.hasPrefix("sandbox:"), processor.count > 8 {

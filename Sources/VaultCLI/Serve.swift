@@ -60,6 +60,12 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel = "info"
 
+    @Option(help: "Append an audit line per tokenize, read, delete, pay, confirm and key reload to this file (docs/audit-log.md).")
+    var auditLog: String?
+
+    @Flag(help: "Log every request (route template, status, duration) at info level.")
+    var logRequests = false
+
     func run() async throws {
         var logger = Logger(label: "vault.sidecar")
         logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
@@ -75,6 +81,8 @@ struct Serve: AsyncParsableCommand {
         config.keysDirectory = keys
         config.policy = TokenPolicy(tokenTTL: tokenTTL, cvcTTL: cvcTTL)
         config.gatewaySocket = gateway
+        config.auditLogPath = auditLog
+        config.logRequests = logRequests
         guard reconcileAfter >= 1 else { throw ValidationError("--reconcile-after is at least 1 second") }
         config.reconcileAfter = .milliseconds(Int(reconcileAfter * 1000))
         do {

@@ -10,7 +10,10 @@ public struct VaultCommand: AsyncParsableCommand {
             Exit codes: docs/cli.md.
             """,
         version: "0.1.0",
-        subcommands: [Keygen.self, Seal.self, Open.self, Validate.self, KeyInfo.self, Serve.self, GatewayCommand.self, Tokenize.self, Token.self]
+        subcommands: [
+            Keygen.self, Keys.self, Seal.self, Open.self, Validate.self, KeyInfo.self, Serve.self, GatewayCommand.self, Tokenize.self, Token.self,
+            RewrapCommand.self, AuditCommand.self,
+        ]
     )
 
     public init() {}

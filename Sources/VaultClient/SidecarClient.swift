@@ -95,6 +95,10 @@ public struct SidecarClient: Sendable {
     /// Liveness.
     public func health() throws(VaultError) -> Bool { try request("GET", "/v1/health").status == 200 }
 
+    /// A plain GET of `path` (any server speaking this API on a Unix socket: the gateway's
+    /// `/v1/keys`, `/metrics`).
+    public func get(_ path: String) throws(VaultError) -> Answer { try request("GET", path) }
+
     private func checked(_ answer: Answer) throws(VaultError) -> Answer {
         if let error = answer.error { throw error }
         return answer

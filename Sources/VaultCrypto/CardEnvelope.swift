@@ -107,8 +107,9 @@ extension CardEnvelope {
         return CardMetadata(info: info, expiry: card.expiry, fingerprint: fingerprint)
     }
 
-    /// Seals an already validated card with the given metadata.
-    public static func seal(_ card: CardData, metadata: CardMetadata, to publicKey: PublicKey) -> CardEnvelope {
+    /// Seals an already validated card with the given metadata. `id` keeps an envelope's id when
+    /// it is sealed again to another key (rewrap); nil makes a new random one.
+    public static func seal(_ card: CardData, metadata: CardMetadata, to publicKey: PublicKey, id keptID: String? = nil) -> CardEnvelope {
         Sodium.ensureInitialised()
         let nonceBytes = Sodium.aeadNonceBytes, keyBytes = Sodium.aeadKeyBytes
         let slots: [(Field, SecureBytes?)] = [(.pan, card.number), (.exp, nil), (.cvc, card.cvc), (.name, card.name)]
@@ -116,7 +117,7 @@ extension CardEnvelope {
         let randomCount = 16 + keyBytes + nonceBytes * slots.count
         return withWipedTemporary(byteCount: randomCount + 16) { random in
             randombytes_buf(random.baseAddress!, randomCount)
-            let id = "env_" + Hex.encode(UnsafeRawBufferPointer(rebasing: random[0..<16]))
+            let id = keptID ?? "env_" + Hex.encode(UnsafeRawBufferPointer(rebasing: random[0..<16]))
             let dataKey = UnsafeRawBufferPointer(rebasing: random[16..<(16 + keyBytes)])
             var box = [UInt8](repeating: 0, count: keyBytes + Sodium.sealBytes)
             publicKey.sealBox(dataKey, into: &box)

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 internal import CSodium
 
 /// Key files on disk (DESIGN §2): `<kid>.pub` (0644), `<kid>.key` (0600), and the fingerprint key.
@@ -37,8 +40,11 @@ public enum KeyFiles {
     /// Makes a new X25519 pair and writes `<dir>/<kid>.pub` (0644) and `<dir>/<kid>.key` (0600).
     /// Refuses to overwrite either file. Returns the new key's id.
     /// - Throws: `KEY_FILE_EXISTS`, `KEY_FILE_UNREADABLE`.
+    /// With `passphrase`, the secret key file is protected (`vault:skp:v1:`, Argon2id at `cost`).
     @discardableResult
-    public static func generateKeyPair(directory: String) throws(VaultError) -> KeyID {
+    public static func generateKeyPair(
+        directory: String, passphrase: SecureBytes? = nil, cost: ProtectedKey.Cost = .moderate
+    ) throws(VaultError) -> KeyID {
         Sodium.ensureInitialised()
         var publicBytes = [UInt8](repeating: 0, count: Sodium.boxPublicKeyBytes)
         let secret = SecureBytes(capacity: Sodium.boxSecretKeyBytes) { out in
@@ -51,7 +57,11 @@ public enum KeyFiles {
         for path in [pubPath, keyPath] where KeyFileIO.exists(path) {
             throw VaultError(.keyFileExists, "\(path) exists; refusing to overwrite it", field: path)
         }
-        try writeSecret(secret, kind: .secret, path: keyPath)
+        if let passphrase {
+            try writeProtected(secret, passphrase: passphrase, cost: cost, path: keyPath)
+        } else {
+            try writeSecret(secret, kind: .secret, path: keyPath)
+        }
         let line = Array((publicKey.text + "\n").utf8)
         try line.withUnsafeBytes { b in
             Result { () throws(VaultError) in try KeyFileIO.createExclusive(path: pubPath, mode: 0o644, bytes: b) }
@@ -64,6 +74,16 @@ public enum KeyFiles {
     /// - Throws: `KEY_FILE_EXISTS`, `KEY_FILE_UNREADABLE`.
     public static func generateFingerprintKey(path: String) throws(VaultError) {
         try writeSecret(SecureBytes.random(count: 32), kind: .fingerprint, path: path)
+    }
+
+    /// Whether the file at `path` starts like a passphrase-protected secret key.
+    public static func isProtected(path: String) -> Bool {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        let prefix = Array(KeyKind.protectedSecret.rawValue.utf8)
+        var head = [UInt8](repeating: 0, count: prefix.count)
+        return read(fd, &head, head.count) == head.count && head == prefix
     }
 
     // MARK: - Shared with SecretKey

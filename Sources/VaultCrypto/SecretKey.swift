@@ -28,10 +28,24 @@ public final class SecretKey: Sendable, CustomStringConvertible {
 
     /// Loads `<kid>.key`: refuses a file readable by group or others, or of another kind.
     /// - Throws: `KEY_FILE_NOT_FOUND`, `KEY_FILE_UNREADABLE`, `KEY_FILE_PERMISSIONS`, `KEY_FILE_WRONG_KIND`, `KEY_FILE_MALFORMED`.
-    public convenience init(path: String) throws(VaultError) {
-        let contents = try KeyFileIO.read(path: path, private: true, expecting: .secret)
+    ///
+    /// A passphrase-protected file (`vault:skp:v1:`, see `ProtectedKey`) needs `passphrase`.
+    /// - Throws: also `KEY_PASSPHRASE_REQUIRED`, `KEY_PASSPHRASE_WRONG`.
+    public convenience init(path: String, passphrase: SecureBytes? = nil) throws(VaultError) {
+        let kind: KeyKind = KeyFiles.isProtected(path: path) ? .protectedSecret : .secret
+        let contents = try KeyFileIO.read(path: path, private: true, expecting: kind)
         do throws(VaultError) {
-            try self.init(bytes: try KeyFiles.decodeSecret(contents, kind: .secret))
+            if kind == .protectedSecret {
+                guard let passphrase else {
+                    throw VaultError(.keyPassphraseRequired, "this secret key is passphrase-protected: give its passphrase (--passphrase-file, or the `passphrase` credential)")
+                }
+                let secret = try contents.withUnsafeBytes { (raw) throws(VaultError) -> SecureBytes in
+                    try ProtectedKey.open(payload: try KeyText.payload(raw, expecting: .protectedSecret), passphrase: passphrase)
+                }
+                try self.init(bytes: secret)
+            } else {
+                try self.init(bytes: try KeyFiles.decodeSecret(contents, kind: .secret))
+            }
         } catch {
             throw VaultError(error.code, "\(path): \(error.message)", field: path)
         }

@@ -12,7 +12,9 @@ import Testing
         var ledger: String { dir + "/sandbox.sqlite" }
         var sidecar: Process?
         var gateway: Process?
-        var sidecarLog = Pipe(), gatewayLog = Pipe()
+        /// The servers write their logs to files (a pipe nobody drains would block them once full).
+        var sidecarLogPath: String { dir + "/sidecar.log" }
+        var gatewayLogPath: String { dir + "/gateway.log" }
         var logs = ""
 
         init() throws {
@@ -30,9 +32,9 @@ import Testing
             p.arguments = ["gateway", "--socket", gatewaySocket, "--keys", dir + "/gateway-keys"]
                 + (processor ?? ["--processor", "sandbox:" + ledger])
             if !environment.isEmpty { p.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
-            gatewayLog = Pipe()
-            p.standardError = gatewayLog
-            p.standardOutput = gatewayLog
+            let log = try Self.logFile(gatewayLogPath)
+            p.standardError = log
+            p.standardOutput = log
             try p.run()
             gateway = p
             for _ in 0..<200 where p.isRunning {
@@ -46,9 +48,9 @@ import Testing
             p.executableURL = URL(fileURLWithPath: vaultBinary)
             p.arguments = ["serve", "--socket", sidecarSocket, "--keys", dir + "/sidecar-keys", "--store", "sqlite:\(dir)/tokens.sqlite",
                            "--gateway", gatewaySocket] + extra
-            sidecarLog = Pipe()
-            p.standardError = sidecarLog
-            p.standardOutput = sidecarLog
+            let log = try Self.logFile(sidecarLogPath)
+            p.standardError = log
+            p.standardOutput = log
             try p.run()
             sidecar = p
             for _ in 0..<200 where p.isRunning {
@@ -64,8 +66,18 @@ import Testing
         }
 
         func collectLogs() {
-            logs += String(decoding: sidecarLog.fileHandleForReading.availableData, as: UTF8.self)
-            logs += String(decoding: gatewayLog.fileHandleForReading.availableData, as: UTF8.self)
+            logs = gatewayLogText + sidecarLogText
+        }
+
+        var gatewayLogText: String { (try? String(contentsOfFile: gatewayLogPath, encoding: .utf8)) ?? "" }
+        var sidecarLogText: String { (try? String(contentsOfFile: sidecarLogPath, encoding: .utf8)) ?? "" }
+
+        /// A log file opened for appending (restarts add to it).
+        static func logFile(_ path: String) throws -> FileHandle {
+            if !FileManager.default.fileExists(atPath: path) { FileManager.default.createFile(atPath: path, contents: nil) }
+            let h = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+            try h.seekToEnd()
+            return h
         }
 
         func curl(_ socket: String, _ method: String, _ path: String, _ body: String? = nil) throws -> (Int, String) {
@@ -454,7 +466,7 @@ import Testing
         group.wait()
         #expect(answered.value.values.contains(503), "the kill came too late to interrupt anything")
         try s.startGateway()
-        #expect(s.gateway?.isRunning == true, "\(String(decoding: s.gatewayLog.fileHandleForReading.availableData, as: UTF8.self))")
+        #expect(s.gateway?.isRunning == true, "\(s.gatewayLogText)")
         sleep(2)   // the reconciler asks the new gateway about what was in flight
         for i in tokens.indices {
             var (status, json, body) = try s.pay(tokens[i], key: keys[i])

@@ -3,12 +3,14 @@ enum KeyKind: String, Sendable, CaseIterable {
     case `public` = "vault:pk:v1:"
     case secret = "vault:sk:v1:"
     case fingerprint = "vault:fk:v1:"
+    case protectedSecret = "vault:skp:v1:"
 
     var name: String {
         switch self {
         case .public: "a public key (vault:pk:v1:)"
         case .secret: "a secret key (vault:sk:v1:)"
         case .fingerprint: "a fingerprint key (vault:fk:v1:)"
+        case .protectedSecret: "a passphrase-protected secret key (vault:skp:v1:)"
         }
     }
 }

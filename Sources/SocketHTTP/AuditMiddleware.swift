@@ -1,0 +1,104 @@
+import Audit
+import VaultCrypto
+import Hummingbird
+
+/// What a handler adds to its request's audit line: the ids it made or used (a new token, a
+/// payment). Set by `AuditMiddleware` for the request's task; handlers fill it through `current`.
+public final class AuditNote: @unchecked Sendable {
+    @TaskLocal public static var current: AuditNote?
+
+    public var token: String?
+    public var payment: String?
+    public var customer: String?
+    public var kid: String?
+    public var envelope: String?
+
+    public init() {}
+}
+
+/// Appends one audit line (docs/audit-log.md) per request to an audited route: time, peer uid,
+/// the route's action, the ids from the path and from `AuditNote`, and the outcome (`ok` or the
+/// error code). Never card data: the line's schema has no place for it.
+public struct AuditMiddleware: RouterMiddleware {
+    public typealias Context = VaultRequestContext
+    let log: AuditLog
+    /// `METHOD /path/{param}` (the route's template) → action.
+    let actions: [String: String]
+
+    public init(log: AuditLog, actions: [String: String]) {
+        self.log = log
+        self.actions = actions
+    }
+
+    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let template = context.endpointPath.map { Self.openAPIPath($0) } ?? ""
+        guard let action = actions[request.method.rawValue + " " + template] else { return try await next(request, context) }
+        let note = AuditNote()
+        let outcome: String
+        do {
+            let response = try await AuditNote.$current.withValue(note) { try await next(request, context) }
+            outcome = response.status.code < 400 ? "ok" : "HTTP_\(response.status.code)"
+            record(action, outcome, note, context)
+            return response
+        } catch {
+            outcome = (error as? APIError)?.code ?? "HTTP_\((error as? any HTTPResponseError)?.status.code ?? 500)"
+            record(action, outcome, note, context)
+            throw error
+        }
+    }
+
+    private func record(_ action: String, _ outcome: String, _ note: AuditNote, _ context: Context) {
+        let p = context.parameters
+        let event = AuditEvent(
+            action: action, outcome: outcome, uid: context.peer?.uid,
+            token: note.token ?? p.get("token"), payment: note.payment ?? p.get("payment"), customer: note.customer ?? p.get("customer"),
+            kid: note.kid, envelope: note.envelope)
+        if !log.record(event) {
+            context.logger.error("audit log write failed", metadata: ["error": "\(log.lastError.map(\.code.rawValue) ?? "?")"])
+        }
+    }
+
+    /// Hummingbird's `/v1/tokens/:token` as OpenAPI's `/v1/tokens/{token}`.
+    static func openAPIPath(_ path: String) -> String {
+        path.split(separator: "/", omittingEmptySubsequences: false).map { $0.hasPrefix(":") ? "{\($0.dropFirst())}" : String($0) }
+            .joined(separator: "/")
+    }
+}
+
+extension AuditLog {
+    /// Opens (or resumes) an audit log for a server.
+    /// - Throws: `AUDIT_LOG_UNAVAILABLE` and the other codes of `AuditError`, as a `VaultError`.
+    public static func open(_ path: String, process: String) throws(VaultError) -> AuditLog {
+        do throws(AuditError) { return try AuditLog(path: path, process: process) } catch {
+            throw VaultError(VaultError.Code(rawValue: error.code.rawValue), error.message, field: path)
+        }
+    }
+}
+
+/// Logs each request at info level: method, route template, status, duration, peer uid. Off by
+/// default (`--log-requests`): the route template, never the path, so no id or card digit.
+public struct RequestLogMiddleware: RouterMiddleware {
+    public typealias Context = VaultRequestContext
+
+    public init() {}
+
+    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let start = ContinuousClock.now
+        var status = 500
+        defer {
+            context.logger.info("request", metadata: [
+                "method": "\(request.method.rawValue)", "route": "\(context.endpointPath ?? "-")", "status": "\(status)",
+                "ms": "\((ContinuousClock.now - start).components.attoseconds / 1_000_000_000_000_000 + (ContinuousClock.now - start).components.seconds * 1000)",
+                "uid": "\(context.peer.map { String($0.uid) } ?? "-")",
+            ])
+        }
+        do {
+            let response = try await next(request, context)
+            status = Int(response.status.code)
+            return response
+        } catch {
+            status = Int((error as? any HTTPResponseError)?.status.code ?? 500)
+            throw error
+        }
+    }
+}

@@ -1,0 +1,118 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import ArgumentParser
+import Foundation
+import Logging
+import Rewrap
+import Tokenizer
+import VaultCrypto
+import VaultOpen
+
+/// `vault rewrap`: re-seal every stored envelope to the primary key (key rotation, step 3).
+struct RewrapCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rewrap",
+        abstract: "Re-seal every stored envelope (tokens, instruments) to the key ring's primary key.",
+        discussion: """
+            Needs the secret keys (run it in the gateway's zone: as root or the gateway's user). Works \
+            in batches while the sidecar keeps serving; each batch is one durable transaction, and a \
+            row the sidecar changed meanwhile is read again, never overwritten. Safe to kill and run \
+            again: rows already sealed to the primary are skipped. Shows a progress bar on a terminal \
+            (plain lines otherwise) and ends with counts; exit 0 only when nothing failed.
+
+            Examples:
+              vault rewrap --store sqlite:/var/lib/vault-sidecar/vault.sqlite --keys /etc/vault/gateway-keys --ring /etc/vault/keys/ring.json
+              vault rewrap --store 'postgres://vault@db.internal/vault' --keys /etc/vault/gateway-keys --ring Keys/ring.json --batch 500
+            """
+    )
+    @Option(help: "The store: sqlite:PATH or a postgres:// URL.")
+    var store: String
+    @Option(help: "Directory of secret keys (*.key): the old keys and the primary.")
+    var keys: String
+    @Option(help: "The key ring file (ring.json); default KEYS/ring.json.")
+    var ring: String?
+    @Option(help: "Passphrase file for protected secret keys.")
+    var passphraseFile: String?
+    @Option(help: "Rows per batch (one transaction each).")
+    var batch = 256
+    @Option(help: "Threads for the crypto (default: the number of cores).")
+    var jobs: Int?
+    @Option(help: "At most this many rows per second, to spare a busy store (default: no limit).")
+    var maxRate: Double?
+    @Option(help: "Append the outcome to this audit log.")
+    var auditLog: String?
+
+    func run() async throws {
+        var logger = Logger(label: "vault.rewrap")
+        logger.logLevel = .notice
+        do {
+            let passphrase = try passphraseFile.map { (f) throws(VaultError) in try ProtectedKey.readPassphrase(path: f) }
+            let names: [String]
+            do { names = try FileManager.default.contentsOfDirectory(atPath: keys).sorted() } catch {
+                throw VaultError(.keyFileNotFound, "cannot read the keys directory \(keys)", field: "--keys")
+            }
+            var keyRing = try KeyRing(paths: names.filter { $0.hasSuffix(".key") }.map { keys + "/" + $0 }, passphrase: passphrase)
+            let description = try KeyRingFile.load(path: ring ?? keys + "/" + KeyRingFile.fileName)
+            try keyRing.pin(to: description)
+            let display = ProgressDisplay(terminal: isatty(2) != 0)
+            let batch = self.batch, jobs = self.jobs, pinned = keyRing, log = logger, maxRate = self.maxRate
+            let counts = try await StoreTables.with(store, logger: logger) { tables in
+                let rewrapper = try Rewrapper(
+                    ring: pinned, tables: tables, batchSize: batch, workers: jobs ?? ProcessInfo.processInfo.activeProcessorCount, maxRate: maxRate, logger: log)
+                return try await rewrapper.run { display.show($0) }
+            }
+            display.finish()
+            let summary = "rewrapped \(counts.rewrapped), skipped \(counts.skipped), failed \(counts.failed) (primary \(description.primary))\n"
+            try StandardIO.write(summary)
+            CLIAudit.record(
+                auditLog, action: "rewrap", kid: description.primary, outcome: counts.failed == 0 ? "ok" : "REWRAP_INCOMPLETE",
+                detail: [("rewrapped", counts.rewrapped), ("skipped", counts.skipped), ("failed", counts.failed)])
+            if counts.failed > 0 { throw ExitCode(1) }
+        } catch let error as VaultError {
+            throw fail(error)
+        } catch let error as TokenStoreError {
+            throw fail(VaultError(store: error))
+        }
+    }
+}
+
+/// Progress on standard error: a bar redrawn in place on a terminal, a plain line every few
+/// seconds otherwise. Rate and ETA are over the rows walked.
+final class ProgressDisplay: @unchecked Sendable {
+    let terminal: Bool
+    private let lock = NSLock()
+    private var lastDraw = ContinuousClock.now
+    private var drewBar = false
+
+    init(terminal: Bool) { self.terminal = terminal }
+
+    func show(_ p: Rewrapper.Progress) {
+        lock.lock()
+        defer { lock.unlock() }
+        let now = ContinuousClock.now
+        let every: Duration = terminal ? .milliseconds(100) : .seconds(2)
+        guard now - lastDraw >= every || p.done == p.total else { return }
+        lastDraw = now
+        let seconds = Double(p.elapsed.components.seconds) + Double(p.elapsed.components.attoseconds) / 1e18
+        let rate = seconds > 0 ? Double(p.done) / seconds : 0
+        let left = rate > 0 ? Double(max(0, p.total - p.done)) / rate : 0
+        let fraction = p.total > 0 ? min(1, Double(p.done) / Double(p.total)) : 1
+        let c = p.counts
+        let figures = "\(p.done)/\(p.total) \(Int(rate))/s ETA \(Int(left.rounded()))s  rewrapped \(c.rewrapped) skipped \(c.skipped) failed \(c.failed)"
+        if terminal {
+            let width = 30, filled = Int(fraction * Double(width))
+            let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
+            try? StandardIO.write(fd: 2, "\r\u{1B}[K\(p.table) [\(bar)] \(Int(fraction * 100))% \(figures)")
+            drewBar = true
+        } else {
+            try? StandardIO.write(fd: 2, "rewrap \(p.table): \(figures)\n")
+        }
+    }
+
+    func finish() {
+        lock.lock()
+        defer { lock.unlock() }
+        if drewBar { try? StandardIO.write(fd: 2, "\n") }
+    }
+}
