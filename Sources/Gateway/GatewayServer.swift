@@ -25,7 +25,7 @@ public struct GatewayServer: Sendable {
         public var passphraseFile: String?
         public var processor = ProcessorChoice.sandbox(ledgerPath: "gateway-sandbox.sqlite")
         /// uids allowed to call (default: this process's own). Root may always ask `GET /v1/keys`
-        /// and `GET /v1/health` (kids only), so `vault keys rotate --gateway` works as root.
+        /// (kids only), so `vault keys rotate --gateway` works as root.
         public var allowedUIDs: Set<UInt32> = [getuid()]
         /// The audit log (docs/audit-log.md); nil: none.
         public var auditLogPath: String?
@@ -161,7 +161,7 @@ struct UIDAllowListMiddleware: RouterMiddleware {
     let allowed: Set<UInt32>
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        let rootMayAsk = request.method == .get && (request.uri.path == "/v1/keys" || request.uri.path == "/v1/health")
+        let rootMayAsk = request.method == .get && request.uri.path == "/v1/keys"
         guard let peer = context.peer, allowed.contains(peer.uid) || (peer.uid == 0 && rootMayAsk) else {
             context.logger.notice("peer refused", metadata: ["uid": "\(context.peer.map { String($0.uid) } ?? "?")"])
             throw APIError(.forbidden, "PEER_NOT_ALLOWED", "only the sidecar may call the gateway")

@@ -113,10 +113,16 @@ public struct PaymentService: Sendable {
                 // A kept-alive connection the gateway closed as the request went out. The gateway
                 // is idempotent by payment id (its ledger answers a repeat with the first outcome),
                 // so asking again once, at once, settles it without a double charge.
+                // If the second call cannot even be sent, the first one's fate is still unknown:
+                // never report "not sent" then (that would free the key for a second charge).
                 logger.notice("gateway connection closed mid-call; asking again", metadata: ["payment": "\(intent.id)"])
-                outcome = try await gateway.authorize(
-                    paymentID: intent.id, amount: intent.amount, currency: intent.currency, envelopeJSON: envelopeJSON,
-                    idempotencyKey: request.idempotencyKey)
+                do throws(GatewayClient.Failure) {
+                    outcome = try await gateway.authorize(
+                        paymentID: intent.id, amount: intent.amount, currency: intent.currency, envelopeJSON: envelopeJSON,
+                        idempotencyKey: request.idempotencyKey)
+                } catch .notSent(let second) {
+                    throw .outcomeUnknown("\(why); asking again failed: \(second)")
+                }
             }
         } catch {
             switch error {

@@ -24,7 +24,7 @@ public struct SidecarKeys: Sendable {
     /// - Throws: `SECRET_KEY_REFUSED` when the directory holds a secret key (a `.key` file or
     ///   any file starting `vault:sk:`): the sidecar must never hold one; `KEY_RING_NOT_FOUND`
     ///   for several public keys and no ring; `KEY_RING_INVALID`; key-file codes.
-    public static func load(directory dir: String, logger: Logger) throws(VaultError) -> SidecarKeys {
+    public static func load(directory dir: String, logger: Logger, createFingerprintKey: Bool = true) throws(VaultError) -> SidecarKeys {
         let names: [String]
         do { names = try FileManager.default.contentsOfDirectory(atPath: dir).sorted() } catch {
             throw VaultError(.keyFileNotFound, "cannot read the keys directory \(dir)", field: dir)
@@ -70,10 +70,29 @@ public struct SidecarKeys: Sendable {
         }
         let fkPath = dir + "/" + KeyFiles.fingerprintKeyFileName
         if !FileManager.default.fileExists(atPath: fkPath) {
+            guard createFingerprintKey else {
+                throw VaultError(.fingerprintKeyMissing, "no \(fkPath) yet (the sidecar creates it on first start)", field: fkPath)
+            }
             try KeyFiles.generateFingerprintKey(path: fkPath)
             logger.notice("created fingerprint key", metadata: ["path": "\(fkPath)"])
         }
         return SidecarKeys(sealing: sealing, unlisted: unlisted, fingerprintKey: try KeyFiles.loadFingerprintKey(path: fkPath))
+    }
+
+    /// Checks a keys directory as `load` would, without creating the fingerprint key; returns the
+    /// primary kid (for `vault config check`).
+    public static func check(directory dir: String) throws(VaultError) -> KeyID {
+        var logger = Logger(label: "vault.config")
+        logger.logLevel = .critical
+        do throws(VaultError) {
+            return try load(directory: dir, logger: logger, createFingerprintKey: false).primary.kid
+        } catch where error.code == .fingerprintKeyMissing {
+            // Everything else was checked before the fingerprint key; it is made on first start.
+            let ring = dir + "/" + KeyRingFile.fileName
+            if let r = try? KeyRingFile.load(path: ring) { return r.primary }
+            guard let only = (try? FileManager.default.contentsOfDirectory(atPath: dir))?.first(where: { $0.hasSuffix(".pub") }) else { throw error }
+            return try KeyFiles.loadPublicKey(path: dir + "/" + only).kid
+        }
     }
 
     private static func startsWithSecretPrefix(_ path: String) -> Bool {

@@ -7,7 +7,7 @@ import VaultCrypto
 /// |---|---|
 /// | 0 | success (for `validate`: the number is valid) |
 /// | 1 | `validate`: the number is not valid; other commands: an unexpected failure |
-/// | 2 | key file problem: `KEY_FILE_*`, `FINGERPRINT_KEY_MISSING` |
+/// | 2 | key file problem: `KEY_FILE_*`, `KEY_PASSPHRASE_*`, `FINGERPRINT_KEY_MISSING` |
 /// | 3 | `KEY_MISMATCH`: sealed to a key you did not give |
 /// | 4 | `SEALED_VALUE_CORRUPT`, `ENVELOPE_KEY_CORRUPT`, `ENVELOPE_FIELD_CORRUPT`, `ENVELOPE_FIELD_INVALID`, `ENVELOPE_METADATA_MISMATCH`: tampered or truncated |
 /// | 5 | `SEALED_VALUE_MALFORMED`, `ENVELOPE_MALFORMED`, `ENVELOPE_UNSUPPORTED_VERSION`: not of the format |
@@ -16,6 +16,9 @@ import VaultCrypto
 /// | 8 | `SIDECAR_UNREACHABLE`, `STORE_UNAVAILABLE` |
 /// | 9 | `TOKEN_NOT_FOUND` |
 /// | 10 | `PEER_NOT_ALLOWED` |
+/// | 11 | configuration: `CONFIG_NOT_FOUND`, `CONFIG_INVALID` (the message names the setting) |
+/// | 12 | key ring: `KEY_RING_*`, `KEY_NOT_IN_RING`, `KEY_RETIRED`, `KEY_IN_USE` (retire before rewrap) |
+/// | 13 | audit log: `AUDIT_*` (a log that cannot be opened or written) |
 /// | 64 | usage error (argument-parser) |
 public enum VaultExitCode {
     /// Codes that mean "the card input is not valid" (exit 6).
@@ -30,7 +33,7 @@ public enum VaultExitCode {
     /// The exit status for an error code.
     public static func status(for code: VaultError.Code) -> Int32 {
         switch code.rawValue {
-        case let c where c.hasPrefix("KEY_FILE_") || c == VaultError.Code.fingerprintKeyMissing.rawValue: 2
+        case let c where c.hasPrefix("KEY_FILE_") || c.hasPrefix("KEY_PASSPHRASE_") || c == VaultError.Code.fingerprintKeyMissing.rawValue: 2
         case VaultError.Code.keyMismatch.rawValue: 3
         case VaultError.Code.sealedValueCorrupt.rawValue, VaultError.Code.envelopeKeyCorrupt.rawValue,
              VaultError.Code.envelopeFieldCorrupt.rawValue, VaultError.Code.envelopeFieldInvalid.rawValue,
@@ -41,6 +44,9 @@ public enum VaultExitCode {
         case "SIDECAR_UNREACHABLE", "STORE_UNAVAILABLE": 8
         case "TOKEN_NOT_FOUND": 9
         case "PEER_NOT_ALLOWED": 10
+        case "CONFIG_NOT_FOUND", "CONFIG_INVALID": 11
+        case let c where c.hasPrefix("KEY_RING_") || c == "KEY_NOT_IN_RING" || c == "KEY_RETIRED" || c == "KEY_IN_USE": 12
+        case let c where c.hasPrefix("AUDIT_"): 13
         case _ where cardInputCodes.contains(code.rawValue) || code.rawValue.hasPrefix("CARD_") || code.rawValue.hasPrefix("REQUEST_"): 6
         default: 1
         }

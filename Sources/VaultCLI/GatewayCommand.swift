@@ -13,22 +13,30 @@ struct GatewayCommand: AsyncParsableCommand {
         commandName: "gateway",
         abstract: "Run the gateway adapter: open envelopes with the secret key and charge them (own process and socket).",
         discussion: """
-            The keys directory holds secret keys (*.key, mode 0600) and optionally fingerprint.fk; without \
-            --keys, $CREDENTIALS_DIRECTORY (systemd LoadCredential=) is used. Core dumps are disabled before \
-            a key is loaded. Only the uids given with --allow-uid may call it (default: its own uid); in \
-            production that is the sidecar's user. Stops gracefully on SIGTERM or SIGINT.
+            The keys directory holds secret keys (*.key, mode 0600; passphrase-protected ones need \
+            --passphrase-file or the `passphrase` credential) and optionally fingerprint.fk; without \
+            --keys, $CREDENTIALS_DIRECTORY (systemd LoadCredential=) is used. With a key ring \
+            (--ring, or ring.json in the keys directory) only its primary and active kids open. Core \
+            dumps are disabled before a key is loaded. Only the uids given with --allow-uid/--allow-user \
+            may call it (default: its own uid); root may read GET /v1/keys. Settings also come from \
+            VAULT_GATEWAY_<SETTING> and the "gateway" section of --config (docs/configuration.md). \
+            SIGHUP reloads keys and ring without dropping connections; SIGTERM or SIGINT stops gracefully.
 
             Examples:
-              vault gateway --keys /etc/vault/gateway-keys --socket /run/vault/gateway.sock --allow-uid 998
-              vault gateway --processor sandbox:/var/lib/vault/sandbox.sqlite
+              vault gateway --keys /etc/vault/gateway-keys --socket /run/vault/gateway.sock --allow-user vault-sidecar
+              vault gateway --config /etc/vault/vault.json
+              vault gateway --processor sandbox:/var/lib/vault/sandbox.sqlite --ring Keys/ring.json
             """
     )
 
-    @Option(help: "Unix socket path.")
-    var socket = "gateway.sock"
+    @Option(help: "Configuration file (JSON, section \"gateway\"); default $VAULT_CONFIG.")
+    var config: String?
 
-    @Option(help: "Socket file mode (octal).")
-    var socketMode = "600"
+    @Option(help: "Unix socket path (default gateway.sock).")
+    var socket: String?
+
+    @Option(help: "Socket file mode, octal (default 600).")
+    var socketMode: String?
 
     @Option(help: "Group owning the socket (name or gid).")
     var socketGroup: String?
@@ -42,17 +50,20 @@ struct GatewayCommand: AsyncParsableCommand {
     @Option(help: "File with the passphrase of protected secret keys (default: the `passphrase` credential, if any).")
     var passphraseFile: String?
 
-    @Option(help: "Processor: sandbox, or relay:TEMPLATE.json for a real processor's API (templates in deploy/relay/).")
-    var processor = "sandbox"
+    @Option(help: "Processor: sandbox, sandbox:LEDGER, or relay:TEMPLATE.json for a real processor's API (templates in deploy/relay/).")
+    var processor: String?
 
-    @Option(help: "The processor's durable ledger of charges by payment id (SQLite).")
-    var ledger = "gateway-ledger.sqlite"
+    @Option(help: "The processor's durable ledger of charges by payment id, SQLite (default gateway-ledger.sqlite).")
+    var ledger: String?
 
     @Option(help: "A uid allowed to call the gateway (repeatable; default: this process's uid).")
-    var allowUid: [UInt32] = []
+    var allowUid: [String] = []
 
     @Option(help: "A user (name) allowed to call the gateway, e.g. vault-sidecar (repeatable).")
     var allowUser: [String] = []
+
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (default info).")
+    var logLevel: String?
 
     @Option(help: "Append an audit line per authorize/confirm and key reload to this file (docs/audit-log.md).")
     var auditLog: String?
@@ -60,38 +71,18 @@ struct GatewayCommand: AsyncParsableCommand {
     @Flag(help: "Log every request (route template, status, duration) at info level.")
     var logRequests = false
 
-    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
-    var logLevel = "info"
+    var flags: GatewayFlags {
+        GatewayFlags(
+            socket: socket, socketMode: socketMode, socketGroup: socketGroup, keys: keys, ring: ring, passphraseFile: passphraseFile,
+            processor: processor, ledger: ledger, auditLog: auditLog, logLevel: logLevel, allowUid: allowUid, allowUser: allowUser,
+            logRequests: logRequests)
+    }
 
     func run() async throws {
-        var logger = Logger(label: "vault.gateway")
-        logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
-        var config = GatewayServer.Configuration()
-        config.socketPath = socket
-        guard let mode = mode_t(socketMode, radix: 8) else { throw ValidationError("--socket-mode is octal, e.g. 600") }
-        config.socketMode = mode
-        config.keysDirectory = keys
-        config.ringPath = ring
-        config.passphraseFile = passphraseFile
-        var uids = Set(allowUid)
-        for name in allowUser {
-            guard let pw = getpwnam(name) else { throw ValidationError("--allow-user \(name): no such user") }
-            uids.insert(pw.pointee.pw_uid)
-        }
-        if !uids.isEmpty { config.allowedUIDs = uids }
-        config.auditLogPath = auditLog
-        config.logRequests = logRequests
-        if processor == "sandbox" {
-            config.processor = .sandbox(ledgerPath: ledger)
-        } else if processor.hasPrefix("sandbox:"), processor.count > 8 {
-            config.processor = .sandbox(ledgerPath: String(processor.dropFirst(8)))
-        } else if processor.hasPrefix("relay:"), processor.count > 6 {
-            config.processor = .relay(templatePath: String(processor.dropFirst(6)), ledgerPath: ledger)
-        } else {
-            throw ValidationError("--processor is sandbox, sandbox:LEDGER or relay:TEMPLATE.json")
-        }
         do {
-            config.socketGroup = try socketGroup.map { (g) throws(VaultError) in try SocketFile.groupID(g) }
+            let (config, level, _) = try ResolvedConfiguration.gateway(flags, config: try ResolvedConfiguration.file(self.config))
+            var logger = Logger(label: "vault.gateway")
+            logger.logLevel = level
             try await GatewayServer(configuration: config, logger: logger).run()
         } catch let error as VaultError {
             throw fail(error)
