@@ -17,7 +17,7 @@ struct ConfigCommand: ParsableCommand {
 struct ConfigCheck: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "check",
-        abstract: "Resolve every setting (flag < environment < file < default) and check it; print each with its source.",
+        abstract: "Resolve every setting (flag, else environment, else file, else default), check it, print it with its source.",
         discussion: """
             Checks the file's shape (unknown sections and settings are errors), every value, and what \
             can be checked without starting: the sidecar's keys directory and key ring (no secret key, \

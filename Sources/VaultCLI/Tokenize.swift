@@ -47,6 +47,11 @@ struct Tokenize: ParsableCommand {
 struct Token: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show or delete a token on a running sidecar.",
+        discussion: """
+            Examples:
+              vault token show tok_abcdefghijklmnopqrstuvwxyz --socket /run/vault-sidecar/vault.sock
+              vault token delete tok_abcdefghijklmnopqrstuvwxyz
+            """,
         subcommands: [Show.self, Delete.self]
     )
 

@@ -185,3 +185,33 @@ import Testing
         #expect(r.status != 0 && r.stderr.contains("KEY_RING_NOT_FOUND"), "\(r.stderr)")
     }
 }
+
+/// Passphrase-protected secret keys end to end: the gateway refuses to start without the
+/// passphrase, starts with it (file or systemd credential), and pays.
+@Suite(.serialized) struct ProtectedKeyCLITests {
+    @Test func theGatewayOpensWithAPassphraseProtectedKey() throws {
+        let s = try PaymentsCLITests.Stack()
+        let kid = try #require(try FileManager.default.contentsOfDirectory(atPath: s.dir + "/gateway-keys").first { $0.hasSuffix(".key") })
+        let pass = s.dir + "/passphrase"
+        try "correct horse battery staple\n".write(toFile: pass, atomically: true, encoding: .utf8)
+        chmod(pass, 0o600)
+        let protect = try vault("keys", "protect", s.dir + "/gateway-keys/" + kid, "--passphrase-file", pass, "--kdf", "interactive")
+        #expect(protect.status == 0, "\(protect.stderr)")
+        let line = try String(contentsOfFile: s.dir + "/gateway-keys/" + kid, encoding: .utf8)
+        #expect(line.hasPrefix("vault:skp:v1:") && !line.contains("vault:sk:v1:"))
+
+        let without = try run(vaultBinary, ["gateway", "--socket", s.gatewaySocket, "--keys", s.dir + "/gateway-keys"])
+        #expect(without.status == 2 && without.stderr.contains("KEY_PASSPHRASE_REQUIRED"), "\(without.stderr)")
+        try "wrong\n".write(toFile: s.dir + "/wrong", atomically: true, encoding: .utf8)
+        chmod(s.dir + "/wrong", 0o600)
+        let wrong = try run(vaultBinary, ["gateway", "--socket", s.gatewaySocket, "--keys", s.dir + "/gateway-keys", "--passphrase-file", s.dir + "/wrong"])
+        #expect(wrong.status == 2 && wrong.stderr.contains("KEY_PASSPHRASE_WRONG"), "\(wrong.stderr)")
+
+        // As systemd gives it: the keys and a `passphrase` credential in $CREDENTIALS_DIRECTORY.
+        try FileManager.default.copyItem(atPath: pass, toPath: s.dir + "/gateway-keys/passphrase")
+        try s.startGateway(processor: ["--processor", "sandbox:" + s.ledger], environment: ["CREDENTIALS_DIRECTORY": s.dir + "/gateway-keys"])
+        try s.startSidecar()
+        let (status, payment, body) = try s.pay(try s.tokenize("4242424242424242"), key: "pp-" + UUID().uuidString)
+        #expect(status == 201 && payment["status"] as? String == "succeeded", "\(body)")
+    }
+}
