@@ -23,11 +23,13 @@ public struct GatewayRoutes: Sendable {
 
     public static let documentedRoutes = [
         "POST /v1/authorize", "GET /v1/authorizations/{payment_id}", "POST /v1/authorizations/{payment_id}/confirm",
-        "POST /v1/sandbox/acs/{transaction_id}", "GET /v1/keys", "GET /v1/health",
+        "POST /v1/sandbox/acs/{transaction_id}", "GET /v1/keys", "GET /v1/health", "GET /metrics",
     ]
 
     let openers: Openers
     var opener: EnvelopeOpener { openers.current }
+    /// What `GET /metrics` serves.
+    public let metrics: GatewayMetrics
     let processor: any PaymentProcessor
     /// The sandbox's ACS (challenge pages), when the processor is the sandbox.
     let sandbox: SandboxProcessor?
@@ -37,14 +39,20 @@ public struct GatewayRoutes: Sendable {
     }
 
     /// Routes over a reloadable opener (SIGHUP swaps the keys and the key ring).
-    public init(openers: Openers, processor: any PaymentProcessor) {
+    public init(openers: Openers, processor: any PaymentProcessor, metrics: GatewayMetrics = GatewayMetrics()) {
         self.openers = openers
+        self.metrics = metrics
         self.processor = processor
         self.sandbox = processor as? SandboxProcessor
     }
 
     public func register<Context: RequestContext>(on router: Router<Context>) {
         router.get("/v1/health") { _, _ in JSONOut.response(.ok, "{\"status\":\"ok\",\"processor\":\"\(processor.name)\"}") }
+        router.get("/metrics") { _, _ in
+            Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(bytes: self.metrics.exposition())))
+        }
         // The kids this gateway opens now: `vault keys rotate` waits for the new kid here before
         // it promotes it, so nothing is sealed to a key the gateway cannot open yet.
         router.get("/v1/keys") { _, _ in
@@ -154,17 +162,25 @@ public struct GatewayRoutes: Sendable {
         do {
             // The opened card lives in SecureBytes for this scope only; released (wiped) after.
             let card: OpenedCard
-            do throws(VaultError) { card = try opener.open(parsed.envelope) } catch { throw APIError(error) }
+            do throws(VaultError) { card = try opener.open(parsed.envelope) } catch {
+                metrics.opened(error.code.rawValue)
+                throw APIError(error)
+            }
+            metrics.opened("ok")
+            let start = ContinuousClock.now
             outcome = try await processor.authorize(
                 AuthorizationRequest(
                     paymentID: parsed.paymentID, amount: parsed.amount, currency: parsed.currency, idempotencyKey: parsed.idempotencyKey),
                 card: card)
+            metrics.authorized(status: "\(outcome.status)", duration: ContinuousClock.now - start)
         } catch is PaymentIDReused {
             throw APIError(.conflict, "PAYMENT_ID_REUSED", "this payment id was already used with another amount, currency or card")
         } catch let error as ProcessorOutcomeUnknown {
+            metrics.processorFailed("unknown")
             logger.error("processor outcome unknown", metadata: ["payment": "\(parsed.paymentID)", "reason": "\(error.reason)"])
             throw APIError(.gatewayTimeout, "GATEWAY_UNAVAILABLE", "the processor's answer was lost; the outcome is not known yet")
         } catch let error as ProcessorUnavailable {
+            metrics.processorFailed("unavailable")
             logger.warning("processor unavailable", metadata: ["payment": "\(parsed.paymentID)", "reason": "\(error.reason)"])
             throw APIError(.serviceUnavailable, "GATEWAY_UNAVAILABLE", "the processor could not be reached; nothing was charged, retry with the same payment id")
         }

@@ -49,6 +49,12 @@ public final class SidecarMetrics: Sendable {
         }
         metrics.counter.increment()
         metrics.duration.record(duration)
+        if let errorCode, errorCode.hasPrefix("STORE_") {
+            registry.makeCounter(
+                descriptor: .init(namespace: "vault", metricName: "store_errors", unitName: "total", helpText: "Requests that failed in the token or payment store, by code."),
+                labels: [("code", errorCode)]
+            ).increment()
+        }
         if let errorCode {
             registry.makeCounter(
                 descriptor: .init(namespace: "vault", metricName: "errors", unitName: "total", helpText: "Error answers, by stable error code (docs/errors.md)."),
@@ -59,6 +65,10 @@ public final class SidecarMetrics: Sendable {
 
     /// A token was created from a raw card (`card`, sealed at the door) or a caller's envelope.
     public func tokenCreated(source: String) {
+        if source == "card" {
+            registry.makeCounter(descriptor: .init(namespace: "vault", metricName: "seals", unitName: "total", helpText: "Cards sealed at the door (one crypto_box_seal each)."))
+                .increment()
+        }
         registry.makeCounter(
             descriptor: .init(namespace: "vault", metricName: "tokens_created", unitName: "total", helpText: "Tokens created, by input (card sealed at the door, or envelope sealed by the caller)."),
             labels: [("source", source)]

@@ -156,6 +156,13 @@ import Testing
         #expect(paid == 201 && byCustomer.contains(#""status":"succeeded""#), "\(byCustomer)")
         #expect(s.sidecar!.isRunning && s.gateway!.isRunning, "no restart was needed")
 
+        // The gateway's metrics count opens and authorizations; never a card digit.
+        let (metricsStatus, metrics) = try s.curl(s.gatewaySocket, "GET", "/metrics")
+        #expect(metricsStatus == 200 && metrics.contains(#"vault_gateway_opens_total{outcome="ok"}"#) && metrics.contains("vault_gateway_authorizations_total"), "\(metrics)")
+        #expect(!containsPAN(metrics))
+        let (_, sidecarMetrics) = try s.curl(s.sidecarSocket, "GET", "/metrics")
+        #expect(sidecarMetrics.contains("vault_seals_total"))
+
         // The audit logs: every tokenize and pay is there, the key changes too, and they verify.
         s.stop(s.sidecar)
         s.stop(s.gateway)
