@@ -37,25 +37,36 @@ public struct AuditMiddleware: RouterMiddleware {
         let outcome: String
         do {
             let response = try await AuditNote.$current.withValue(note) { try await next(request, context) }
-            outcome = response.status.code < 400 ? "ok" : "HTTP_\(response.status.code)"
-            record(action, outcome, note, context)
+            let ok = response.status.code < 400
+            outcome = ok ? "ok" : "HTTP_\(response.status.code)"
+            record(action, outcome, note, context, pathIDs: ok)
             return response
         } catch {
             outcome = (error as? APIError)?.code ?? "HTTP_\((error as? any HTTPResponseError)?.status.code ?? 500)"
-            record(action, outcome, note, context)
+            record(action, outcome, note, context, pathIDs: false)
             throw error
         }
     }
 
-    private func record(_ action: String, _ outcome: String, _ note: AuditNote, _ context: Context) {
+    /// Ids from the path are written only when the request succeeded, so they name something the
+    /// vault made (random ids): a failed lookup's path is whatever the caller typed, which could
+    /// be card digits. An envelope id is written only in the form the vault makes.
+    private func record(_ action: String, _ outcome: String, _ note: AuditNote, _ context: Context, pathIDs: Bool) {
         let p = context.parameters
+        let envelope = note.envelope.flatMap { Self.isVaultEnvelopeID($0) ? $0 : nil }
         let event = AuditEvent(
             action: action, outcome: outcome, uid: context.peer?.uid,
-            token: note.token ?? p.get("token"), payment: note.payment ?? p.get("payment"), customer: note.customer ?? p.get("customer"),
-            kid: note.kid, envelope: note.envelope)
+            token: note.token ?? (pathIDs ? p.get("token") : nil), payment: note.payment ?? (pathIDs ? p.get("payment") : nil),
+            customer: note.customer ?? (pathIDs ? p.get("customer") : nil), kid: note.kid, envelope: envelope)
         if !log.record(event) {
             context.logger.error("audit log write failed", metadata: ["error": "\(log.lastError.map(\.code.rawValue) ?? "?")"])
         }
+    }
+
+    /// `env_` and 32 lowercase hex characters, as `CardEnvelope.seal` makes them.
+    static func isVaultEnvelopeID(_ id: String) -> Bool {
+        let u = Array(id.utf8)
+        return u.count == 36 && id.hasPrefix("env_") && u[4...].allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) }
     }
 
     /// Hummingbird's `/v1/tokens/:token` as OpenAPI's `/v1/tokens/{token}`.

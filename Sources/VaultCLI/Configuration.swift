@@ -92,8 +92,16 @@ struct Settings {
             return value
         }
         guard let s = raw as? String, !s.isEmpty else { throw invalid(key, source, "must be a non-empty string") }
-        report.append((key, key.contains("passphrase") ? "<file>" : s, source))
+        report.append((key, Self.redacted(s), source))
         return s
+    }
+
+    /// A URL's password is never printed (`postgres://vault:secret@db/…` → `postgres://vault:***@db/…`).
+    static func redacted(_ value: String) -> String {
+        guard let scheme = value.range(of: "://"), let at = value[scheme.upperBound...].firstIndex(of: "@"),
+              let colon = value[scheme.upperBound..<at].firstIndex(of: ":")
+        else { return value }
+        return String(value[..<value.index(after: colon)]) + "***" + String(value[at...])
     }
 
     mutating func number(_ key: String, flag: Double?, default value: Double, atLeast minimum: Double) throws(VaultError) -> Double {

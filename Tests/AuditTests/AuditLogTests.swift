@@ -338,7 +338,10 @@ import Glibc
         #expect(log.invalidEvents == refused.count)
         #expect(log.failures == 0)
 
+        // The chain hashes are random hex and may hold "4000" by chance: look at everything else.
         let text = String(decoding: bytes(path), as: UTF8.self)
+            .replacingOccurrences(of: #""prev":"[0-9a-f]{64}""#, with: "", options: .regularExpression)
+            .replacingOccurrences(of: #""time":"[0-9TZ:.\-]+""#, with: "", options: .regularExpression)
         for needle in ["4242", "4000", "4111", "tok abc", "pay_", "Luhn", "Tokenize", "ABCDEF", "Rewrapped", "\"n\""] {
             #expect(!text.contains(needle), "\(needle) reached the file")
         }

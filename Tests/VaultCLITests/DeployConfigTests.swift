@@ -28,6 +28,11 @@ import Testing
         #expect(r.out.contains("sidecar.socket = from-file.sock  [\(file): sidecar.socket]"), "\(r.out)")
         #expect(r.out.contains("sidecar.cvc_ttl = 300.0  [default]") && r.out.contains("gateway.log_level = debug"), "\(r.out)")
 
+        // A store password is never printed.
+        let secret = try run(vaultBinary, ["config", "check", "--config", file, "--section", "sidecar"],
+                             environment: ProcessInfo.processInfo.environment.merging(["VAULT_SIDECAR_STORE": "postgres://vault:hunter2@db.internal/vault"]) { $1 })
+        #expect(secret.status == 0 && secret.out.contains("postgres://vault:***@db.internal/vault") && !secret.out.contains("hunter2"), "\(secret.out) \(secret.stderr)")
+
         // Errors name the setting and its source; the exit code is 11.
         let bad: [(String, [String: String], String)] = [
             (#"{"sidecar":{"sockt":"x"}}"#, [:], #"unknown setting "sidecar.sockt""#),
