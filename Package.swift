@@ -135,7 +135,7 @@ let package = Package(
         .testTarget(
             name: "SidecarTests",
             dependencies: [
-                "Sidecar", "Tokenizer", "VaultCrypto", "CardRules",
+                "Sidecar", "Tokenizer", "VaultCrypto", "CardRules", "SocketHTTP",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ]

@@ -19,7 +19,6 @@ public final class SidecarMetrics: Sendable {
         .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
         .milliseconds(500), .seconds(1), .seconds(2.5),
     ]
-    private static let knownMethods: Set<String> = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 
     public init() {}
 
@@ -33,7 +32,7 @@ public final class SidecarMetrics: Sendable {
     /// A request answered with `status` after `duration`, and its error code if it failed.
     public func request(route: String?, method: String, status: Int, duration: Duration, errorCode: String? = nil) {
         let route = route ?? "unmatched"
-        let method = Self.knownMethods.contains(method) ? method : "OTHER"
+        let method = MethodLabel.label(method)
         let key = "\(route) \(method) \(status)"
         let metrics = cache.withLock { cache in
             if let m = cache[key] { return m }

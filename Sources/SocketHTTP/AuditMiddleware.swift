@@ -97,10 +97,11 @@ public struct RequestLogMiddleware: RouterMiddleware {
         let start = ContinuousClock.now
         var status = 500
         defer {
+            let elapsed = ContinuousClock.now - start
+            let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
             context.logger.info("request", metadata: [
-                "method": "\(request.method.rawValue)", "route": "\(context.endpointPath ?? "-")", "status": "\(status)",
-                "ms": "\((ContinuousClock.now - start).components.attoseconds / 1_000_000_000_000_000 + (ContinuousClock.now - start).components.seconds * 1000)",
-                "uid": "\(context.peer.map { String($0.uid) } ?? "-")",
+                "method": "\(MethodLabel.label(request.method.rawValue))", "route": "\(context.endpointPath ?? "-")", "status": "\(status)",
+                "ms": "\((ms * 1000).rounded() / 1000)", "uid": "\(context.peer.map { String($0.uid) } ?? "-")",
             ])
         }
         do {
@@ -112,4 +113,12 @@ public struct RequestLogMiddleware: RouterMiddleware {
             throw error
         }
     }
+}
+
+/// An HTTP method as a log field or metric label: one of the standard methods, else `OTHER`. A
+/// caller chooses the method token freely (it could be card digits), so it is never written as sent.
+public enum MethodLabel {
+    static let known: Set<String> = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+
+    public static func label(_ method: String) -> String { known.contains(method) ? method : "OTHER" }
 }

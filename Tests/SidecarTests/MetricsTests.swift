@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import Sidecar
+import SocketHTTP
 import Testing
 import Tokenizer
 import VaultCrypto
@@ -56,6 +57,14 @@ import VaultCrypto
                 #expect(!text.contains(digits), "metrics carry caller data")
             }
         }
+    }
+
+    /// The request log (`--log-requests`) and the metrics write the method through one label:
+    /// a method token made of card digits never reaches a log line or a label as sent.
+    @Test func methodsOutsideTheStandardSetAreWrittenAsOther() {
+        #expect(MethodLabel.label("POST") == "POST" && MethodLabel.label("DELETE") == "DELETE")
+        #expect(MethodLabel.label("4242424242424242") == "OTHER")
+        #expect(MethodLabel.label("post") == "OTHER")
     }
 
     @Test func sweeperPurgesAreCounted() async throws {
