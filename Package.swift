@@ -13,6 +13,10 @@ let package = Package(
         .library(name: "CardRules", targets: ["CardRules"]),
         // The opening side: linked only by the gateway adapter and operator tools in its zone.
         .library(name: "VaultOpen", targets: ["VaultOpen"]),
+        // For the fuzz package (Fuzz/) only: the gateway's parsers (3DS JWTs, relay templates)
+        // and the audit log's verifier. Not an API for callers.
+        .library(name: "Gateway", targets: ["Gateway"]),
+        .library(name: "Audit", targets: ["Audit"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),

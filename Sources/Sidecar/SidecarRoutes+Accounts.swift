@@ -24,7 +24,7 @@ extension SidecarRoutes {
         router.post("/v1/sessions") { request, _ in
             let service = try self.sessionService()
             let body = try await Self.readJSONBody(request)
-            let (amount, currency, brands, customer, ttl) = try body.withUnsafeReadableBytes { raw in
+            let (amount, currency, brands, customer, ttl) = try body.withUnsafeBytes { raw in
                 try Self.parse(raw) { (r: inout JSONReader) throws(VaultError) -> (Int, Currency, [CardBrand], String?, Double) in
                     var amount: Int?, currency: Currency?, brands: [CardBrand] = [], customer: String?, ttl = 900.0
                     try r.readObject { (r, key) throws(VaultError) in
@@ -63,9 +63,8 @@ extension SidecarRoutes {
         // `{"card":{…}}` or `{"envelope":{…}}`, and `idempotency_key`: tokenize and pay the session.
         router.post("/v1/sessions/:session/pay") { request, context in
             let service = try self.sessionService()
-            var body = try await Self.readJSONBody(request)
-            defer { Self.wipe(&body) }
-            let (input, key): (CardInput, String) = try body.withUnsafeReadableBytes { raw in
+            let body = try await Self.readJSONBody(request)
+            let (input, key): (CardInput, String) = try body.withUnsafeBytes { raw in
                 try Self.parse(raw) { (r: inout JSONReader) throws(VaultError) -> (CardInput, String) in
                     var found: CardInput?, key: String?
                     try r.readObject { (r, field) throws(VaultError) in
@@ -115,7 +114,7 @@ extension SidecarRoutes {
             let service = try self.mandateService()
             let body = try await Self.readJSONBody(request)
             typealias Fields = (String?, Int, Int, Currency, MandateRecord.Interval, Int, Date)
-            let f: Fields = try body.withUnsafeReadableBytes { raw in
+            let f: Fields = try body.withUnsafeBytes { raw in
                 try Self.parse(raw) { (r: inout JSONReader) throws(VaultError) -> Fields in
                     var instrument: String?, amount: Int?, maxAmount: Int?, currency: Currency?, interval: MandateRecord.Interval?
                     var maxCycles: Int?, expires: Date?
@@ -165,7 +164,7 @@ extension SidecarRoutes {
         router.post("/v1/mandates/:mandate/charges") { request, context in
             let service = try self.mandateService()
             let body = try await Self.readJSONBody(request)
-            let (cycle, amount): (Int, Int?) = try body.withUnsafeReadableBytes { raw in
+            let (cycle, amount): (Int, Int?) = try body.withUnsafeBytes { raw in
                 try Self.parse(raw) { (r: inout JSONReader) throws(VaultError) -> (Int, Int?) in
                     var cycle: Int?, amount: Int?
                     try r.readObject { (r, key) throws(VaultError) in
@@ -197,7 +196,7 @@ extension SidecarRoutes {
             var reference: String?
             if let length = request.headers[.contentLength], length != "0" {
                 let body = try await Self.readJSONBody(request)
-                reference = try body.withUnsafeReadableBytes { raw in
+                reference = try body.withUnsafeBytes { raw in
                     try Self.parse(raw) { (r: inout JSONReader) throws(VaultError) -> String? in
                         var ref: String?
                         try r.readObject { (r, key) throws(VaultError) in
@@ -220,7 +219,7 @@ extension SidecarRoutes {
         router.post("/v1/customers/:customer/instruments") { request, context in
             let service = try self.customerService()
             let body = try await Self.readJSONBody(request)
-            let (token, makeDefault) = try body.withUnsafeReadableBytes { raw in
+            let (token, makeDefault) = try body.withUnsafeBytes { raw in
                 try Self.parse(raw) { (r: inout JSONReader) throws(VaultError) -> (String, Bool) in
                     var token: String?, makeDefault = false
                     try r.readObject { (r, key) throws(VaultError) in

@@ -119,7 +119,7 @@ public struct SidecarRoutes: Sendable {
     /// A body `{"<name>":"<string>"}` with nothing else.
     static func stringField(_ name: String, of request: Request, maxBytes: Int) async throws -> String {
         let body = try await readJSONBody(request)
-        return try body.withUnsafeReadableBytes { raw in
+        return try body.withUnsafeBytes { raw in
             try parse(raw) { (r: inout JSONReader) throws(VaultError) -> String in
                 var value: String?
                 try r.readObject { (r, key) throws(VaultError) in
@@ -144,7 +144,7 @@ public struct SidecarRoutes: Sendable {
     func createPayment(_ request: Request) async throws -> Response {
         let service = try paymentService()
         let body = try await Self.readJSONBody(request)
-        let parsed: PaymentService.Request = try body.withUnsafeReadableBytes { raw in
+        let parsed: PaymentService.Request = try body.withUnsafeBytes { raw in
             try Self.parse(raw) { (r: inout JSONReader) throws(VaultError) -> PaymentService.Request in
                 var token: String?, customer: String?, amount: Int?, currency: Currency?, key: String?
                 try r.readObject { (r, field) throws(VaultError) in
@@ -187,10 +187,9 @@ public struct SidecarRoutes: Sendable {
     }
 
     func createToken(_ request: Request) async throws -> Response {
-        var body = try await Self.readJSONBody(request)
-        defer { Self.wipe(&body) }
+        let body = try await Self.readJSONBody(request)
         enum Input { case card(CardData), envelope(CardEnvelope) }
-        let input: Input = try body.withUnsafeReadableBytes { raw in
+        let input: Input = try body.withUnsafeBytes { raw in
             try Self.parse(raw) { (r: inout JSONReader) throws(VaultError) -> Input in
                 var found: Input?
                 try r.readObject { (r, key) throws(VaultError) in
@@ -230,9 +229,8 @@ public struct SidecarRoutes: Sendable {
     }
 
     func validate(_ request: Request) async throws -> Response {
-        var body = try await Self.readJSONBody(request)
-        defer { Self.wipe(&body) }
-        let info: CardNumberInfo = try body.withUnsafeReadableBytes { raw in
+        let body = try await Self.readJSONBody(request)
+        let info: CardNumberInfo = try body.withUnsafeBytes { raw in
             try Self.parse(raw) { (r: inout JSONReader) throws(VaultError) -> CardNumberInfo in
                 var number: SecureBytes?
                 var partial = false
@@ -263,15 +261,47 @@ public struct SidecarRoutes: Sendable {
 
     // MARK: - Helpers
 
-    static func readJSONBody(_ request: Request) async throws -> ByteBuffer {
+    /// The request body, in wiped memory (`SecureBytes`).
+    ///
+    /// Bodies carry card numbers and CVCs. NIO reads them into its own buffers, and the body
+    /// chunks Hummingbird hands over are slices of those: copying them elsewhere and zeroing the
+    /// copy would leave the card in NIO's buffer, freed without a wipe. So each chunk is zeroed
+    /// where it lies, through the storage it shares with NIO's read buffer (nothing reads those
+    /// bytes again once the HTTP parser has passed them), and only the `SecureBytes` copy remains;
+    /// it is wiped when released. `Tests/VaultCLITests/HardeningCLITests` scans the running
+    /// sidecar's memory for the card numbers it was sent.
+    static func readJSONBody(_ request: Request) async throws -> SecureBytes {
         let type = request.headers[.contentType]?.lowercased() ?? ""
         guard type.hasPrefix("application/json") else {
             throw APIError(.unsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "send Content-Type: application/json")
         }
-        do {
-            return try await request.body.collect(upTo: maxBodyBytes)
-        } catch {
-            throw APIError(.contentTooLarge, "BODY_TOO_LARGE", "a request body is at most \(maxBodyBytes) bytes")
+        var chunks: [ByteBuffer] = []
+        defer { chunks.forEach(zeroInPlace) }
+        var total = 0
+        for try await chunk in request.body {
+            chunks.append(chunk)
+            total += chunk.readableBytes
+            guard total <= maxBodyBytes else {
+                throw APIError(.contentTooLarge, "BODY_TOO_LARGE", "a request body is at most \(maxBodyBytes) bytes")
+            }
+        }
+        return SecureBytes(capacity: total) { out in
+            var at = 0
+            for chunk in chunks {
+                chunk.withUnsafeReadableBytes { raw in
+                    UnsafeMutableRawBufferPointer(rebasing: out[at..<(at + raw.count)]).copyMemory(from: raw)
+                    at += raw.count
+                }
+            }
+            return total
+        }
+    }
+
+    /// Zeroes a buffer's readable bytes in the storage it shares with other views (not a copy,
+    /// which `withUnsafeMutableReadableBytes` would make for shared storage).
+    static func zeroInPlace(_ buffer: ByteBuffer) {
+        buffer.withUnsafeReadableBytes { raw in
+            if let base = raw.baseAddress { memset(UnsafeMutableRawPointer(mutating: base), 0, raw.count) }
         }
     }
 
@@ -289,13 +319,6 @@ public struct SidecarRoutes: Sendable {
 
     func call<T>(_ body: () async throws(VaultError) -> T) async throws(APIError) -> T {
         do throws(VaultError) { return try await body() } catch { throw APIError(error) }
-    }
-
-    /// Best effort: zero the request body once parsed (NIO may hold other copies; see docs/threat-model.md).
-    static func wipe(_ buffer: inout ByteBuffer) {
-        buffer.withUnsafeMutableReadableBytes { raw in
-            if let base = raw.baseAddress { memset(base, 0, raw.count) }
-        }
     }
 
     static func tokenJSON(_ r: TokenRecord) -> String {

@@ -1,3 +1,4 @@
+import VaultCrypto
 import ArgumentParser
 
 /// `vault`: the sealed card vault's command line.
@@ -21,6 +22,10 @@ public struct VaultCommand: AsyncParsableCommand {
     /// Parses the process's arguments and runs the chosen subcommand, sync or async; exits with
     /// argument-parser's conventions (help, usage errors, `ExitCode`).
     public static func runMain() async -> Never {
+        // Every subcommand may hold card data (serve, seal, tokenize, validate) or secret keys and
+        // opened cards (gateway, open, rewrap, keys): no core file, no ptrace by the same uid.
+        // The gateway also refuses to start if this fails.
+        ProcessHardening.disableCoreDumps()
         do {
             var command = try parseAsRoot()
             if var asyncCommand = command as? any AsyncParsableCommand {

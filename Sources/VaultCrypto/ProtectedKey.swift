@@ -66,19 +66,7 @@ public enum ProtectedKey {
     /// Opens the payload of a `vault:skp:v1:` line.
     /// - Throws: `KEY_FILE_MALFORMED`, `KEY_PASSPHRASE_WRONG`.
     static func open(payload: UnsafeRawBufferPointer, passphrase: SecureBytes) throws(VaultError) -> SecureBytes {
-        var raw = [UInt8](repeating: 0, count: Base64.maxDecodedLength(payload.count))
-        guard let n = raw.withUnsafeMutableBytes({ Base64.decode(payload, into: $0) }), n == payloadBytes else {
-            throw VaultError(.keyFileMalformed, "a protected secret key line holds base64 of exactly \(payloadBytes) bytes")
-        }
-        var ops: UInt64 = 0, mem: UInt64 = 0
-        for i in (0..<8).reversed() {
-            ops = ops << 8 | UInt64(raw[saltBytes + i])
-            mem = mem << 8 | UInt64(raw[saltBytes + 8 + i])
-        }
-        let (minOps, minMem) = Cost.interactive.limits
-        guard ops >= minOps, ops <= maxOps, mem >= minMem, mem <= maxMem else {
-            throw VaultError(.keyFileMalformed, "the protected key's Argon2id limits are outside the accepted range")
-        }
+        let (raw, ops, mem) = try header(payload: payload)
         let boxKey = try derive(passphrase: passphrase, salt: Array(raw[0..<saltBytes]), ops: ops, mem: mem)
         var ok = false
         let secret = SecureBytes(capacity: 32) { out in
@@ -94,6 +82,27 @@ public enum ProtectedKey {
         }
         guard ok else { throw VaultError(.keyPassphraseWrong, "the passphrase does not open this key (or the file was altered)") }
         return secret
+    }
+
+    /// Decodes the payload of a `vault:skp:v1:` line and checks its Argon2id limits, without
+    /// deriving anything (the fuzz target reaches the parser through this).
+    /// - Throws: `KEY_FILE_MALFORMED`.
+    static func header(payload: UnsafeRawBufferPointer) throws(VaultError) -> (raw: [UInt8], ops: UInt64, mem: UInt64) {
+        var raw = [UInt8](repeating: 0, count: Base64.maxDecodedLength(payload.count))
+        guard let n = raw.withUnsafeMutableBytes({ Base64.decode(payload, into: $0) }), n == payloadBytes else {
+            throw VaultError(.keyFileMalformed, "a protected secret key line holds base64 of exactly \(payloadBytes) bytes")
+        }
+        raw.removeLast(raw.count - n)
+        var ops: UInt64 = 0, mem: UInt64 = 0
+        for i in (0..<8).reversed() {
+            ops = ops << 8 | UInt64(raw[saltBytes + i])
+            mem = mem << 8 | UInt64(raw[saltBytes + 8 + i])
+        }
+        let (minOps, minMem) = Cost.interactive.limits
+        guard ops >= minOps, ops <= maxOps, mem >= minMem, mem <= maxMem else {
+            throw VaultError(.keyFileMalformed, "the protected key's Argon2id limits are outside the accepted range")
+        }
+        return (raw, ops, mem)
     }
 
     private static func derive(passphrase: SecureBytes, salt: [UInt8], ops: UInt64, mem: UInt64) throws(VaultError) -> SecureBytes {

@@ -84,6 +84,7 @@ import Testing
             var args = ["-s", "-o", "-", "-w", "\n%{http_code}", "-D", "/dev/stderr", "--unix-socket", socket, "-X", method]
             if let body { args += ["-H", "Content-Type: application/json", "--data-binary", body] }
             let r = try run("/usr/bin/env", ["curl"] + args + ["http://vault" + path])
+            keepArtifact("responses.log", r.out + "\n" + r.stderr)
             let lines = r.out.split(separator: "\n", omittingEmptySubsequences: false)
             return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
         }
@@ -111,7 +112,7 @@ import Testing
         deinit {
             stop(sidecar)
             stop(gateway)
-            try? FileManager.default.removeItem(atPath: dir)
+            removeScratch(dir)
         }
     }
 

@@ -41,12 +41,17 @@ import VaultCrypto
             if let body { args += ["-H", "Content-Type: application/json", "--data-binary", body] }
             let prefix = user.map { ["runuser", "-u", $0, "--"] } ?? []
             let r = try run("/usr/bin/env", prefix + ["curl"] + args + ["http://vault" + path])
+            keepArtifact("responses.log", r.out + "\n" + r.stderr)
             let lines = r.out.split(separator: "\n", omittingEmptySubsequences: false)
             return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
         }
 
-        func logs() -> String { String(decoding: stderr.fileHandleForReading.availableData, as: UTF8.self) }
-        func remove() { try? FileManager.default.removeItem(atPath: dir) }
+        func logs() -> String {
+            let text = String(decoding: stderr.fileHandleForReading.availableData, as: UTF8.self)
+            keepArtifact("server-logs.log", text)
+            return text
+        }
+        func remove() { removeScratch(dir) }
     }
 
     @Test func tokenizesOverTheSocketSurvivesKillAndStopsGracefully() throws {

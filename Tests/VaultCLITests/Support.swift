@@ -15,6 +15,27 @@ let vaultBinary: String = {
     return dir.appendingPathComponent("vault").path
 }()
 
+/// With VAULT_TEST_ARTIFACTS set (scripts/test sets it, and TMPDIR to the same directory), the
+/// end-to-end tests keep what they leave (server logs, stores with their WAL files, ledgers, audit
+/// logs) and append every HTTP response and server log they read to files there, for the leak
+/// scan that follows the suite (issue 6, item 3).
+let testArtifacts = ProcessInfo.processInfo.environment["VAULT_TEST_ARTIFACTS"]
+
+/// Removes a test's scratch directory, unless the artifacts are kept for the leak scan.
+func removeScratch(_ path: String) {
+    if testArtifacts == nil { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// Appends `text` to `name` in the artifacts directory (responses.log, server-logs.log).
+func keepArtifact(_ name: String, _ text: String) {
+    guard let dir = testArtifacts else { return }
+    let fd = open(dir + "/" + name, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+    guard fd >= 0 else { return }
+    defer { close(fd) }
+    let bytes = Array((text + "\n").utf8)
+    _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+}
+
 struct RunResult {
     var status: Int32
     var stdout: Data
@@ -81,7 +102,7 @@ struct TestKeys {
         guard try vault("keygen", "--fingerprint", "--out", dir).status == 0 else { throw TestFailure("fingerprint keygen failed") }
     }
 
-    func remove() { try? FileManager.default.removeItem(atPath: dir) }
+    func remove() { removeScratch(dir) }
 }
 
 struct TestFailure: Error, CustomStringConvertible {

@@ -1,4 +1,7 @@
 import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
 @testable import VaultCrypto
 
 @Suite struct SecurePoolTests {
@@ -19,6 +22,54 @@ import Testing
         let raw = UnsafeRawPointer(bitPattern: address)!
         let after = (0..<32).map { raw.load(fromByteOffset: $0, as: UInt8.self) }
         #expect(after == [UInt8](repeating: 0, count: 32))
+    }
+
+    /// Every size class, and a slot's whole width: after release, nothing of what the buffer
+    /// held is left in the slot. A random marker (not a PAN) is used, so a slot that another test
+    /// running at the same time takes over cannot hold it by chance.
+    @Test(arguments: SecurePool.classes.map { $0 - SecurePool.canaryBytes })
+    func everyClassIsWipedOnRelease(capacity: Int) {
+        let marker = (0..<capacity).map { _ in UInt8.random(in: 1...255) }
+        var address: UInt = 0
+        do {
+            let b = SecureBytes(capacity: capacity) { out in
+                out.copyBytes(from: marker)
+                return capacity
+            }
+            address = b.withUnsafeBytes { UInt(bitPattern: $0.baseAddress!) }
+            #expect(b.withUnsafeBytes { Array($0) } == marker)
+        }
+        // The slab stays mapped (slots are reused), so the released slot can be read.
+        let raw = UnsafeRawPointer(bitPattern: address)!
+        let after = (0..<capacity).map { raw.load(fromByteOffset: $0, as: UInt8.self) }
+        let window = min(8, capacity)
+        let leftovers = stride(from: 0, through: capacity - window, by: window).filter { i in
+            after[i..<(i + window)].elementsEqual(marker[i..<(i + window)])
+        }
+        #expect(leftovers.isEmpty, "\(leftovers.count) 8-byte runs of the released buffer are still in its slot")
+    }
+
+    /// A write one byte past a sensitive buffer lands in its zeroed canary and is caught when the
+    /// buffer is released: the process stops rather than carry on with corrupted memory.
+    @Test func aWritePastTheEndStopsTheProcess() async {
+        await #expect(processExitsWith: .failure) {
+            let b = SecureBytes(capacity: 16) { out in
+                out.copyBytes(from: Array("4242424242424242".utf8))
+                return 16
+            }
+            b.withUnsafeBytes { UnsafeMutableRawPointer(mutating: $0.baseAddress!).storeBytes(of: 0x41, toByteOffset: 16, as: UInt8.self) }
+        }
+    }
+
+    /// A large buffer is its own `sodium_malloc`: its end touches a guard page, so reading past it
+    /// faults at once instead of reading whatever follows.
+    @Test func readingPastALargeBufferFaults() async {
+        await #expect(processExitsWith: .signal(SIGSEGV)) {
+            let b = SecureBytes(capacity: 70_000 - SecurePool.canaryBytes) { out in out.count }
+            // The buffer with its canary is 70,000 bytes; the next byte is the guard page's first.
+            let end = b.withUnsafeBytes { UnsafeRawPointer($0.baseAddress!) } + 70_000
+            _ = end.load(as: UInt8.self)
+        }
     }
 
     @Test func slotsAreReusedAndSizedByClass() {

@@ -1,6 +1,8 @@
 // Rates of the vault's sealing and opening against plain C loops over libsodium, measured in the
 // same run on the same machine, printed as ratios. Usage (Benchmarks/run does all of it):
-//   VaultBench [--vault PATH/TO/vault] [--c-lines PATH/TO/seal_lines] [--quick]
+//   VaultBench [--vault PATH/TO/vault] [--c-lines PATH/TO/seal_lines] [--python PATH]
+//              [--pynacl-lines Benchmarks/pynacl/seal_lines.py] [--report SECTION.md] [--json FIGURES.json]
+//              [--quick] [--sidecar-only] [--no-sidecar]
 import CBaseline
 import CardRules
 import Foundation
@@ -14,7 +16,7 @@ func option(_ name: String) -> String? {
     return args[i + 1]
 }
 let quick = args.contains("--quick")
-/// Only the sidecar load (sections 6); for re-measuring the server alone.
+/// Only the sidecar and payment load (sections 6 and 7); for re-measuring the servers alone.
 let sidecarOnly = args.contains("--sidecar-only")
 let rounds = quick ? 3 : 7
 let iterations = quick ? 300 : 1500
@@ -43,6 +45,8 @@ func timed(_ n: Int, _ body: () -> Void) -> UInt64 {
 
 var report: [String] = []
 @MainActor func line(_ s: String) { print(s); report.append(s) }
+/// Figures by name, written as JSON with --json (the chart and the targets table read it).
+nonisolated(unsafe) var figures: [String: Double] = [:]
 func fmt(_ x: Double, _ digits: Int = 0) -> String { String(format: "%.\(digits)f", x) }
 
 let secretBytes = SecureBytes.random(count: 32)
@@ -59,9 +63,9 @@ let metadata = try CardEnvelope.validate(card, fingerprintKey: fingerprintKey)
 
 let cpu = ((try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? "")
     .split(separator: "\n").first { $0.hasPrefix("model name") }?.split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "unknown CPU"
-line("# vault benchmarks")
+line("## Sealing and opening against raw C libsodium and PyNaCl")
 line("")
-line("Regenerate with `Benchmarks/run` (release build). Machine: \(ProcessInfo.processInfo.processorCount) cores, \(cpu), libsodium \(String(cString: sodium_version_string_shim())). Each row: \(rounds) interleaved rounds of \(iterations) operations, median rate; baselines are plain C loops over the same libsodium in the same run.")
+line("\(ProcessInfo.processInfo.processorCount) cores, \(cpu), libsodium \(String(cString: sodium_version_string_shim())). Each row: \(rounds) interleaved rounds of \(iterations) operations, median rate; baselines are plain C loops over the same libsodium (Benchmarks/Sources/CBaseline, Benchmarks/c), run in the same process and the same run.")
 line("")
 line("| operation | ops/s | baseline (C) ops/s | ratio |")
 line("|---|---:|---:|---:|")
@@ -75,6 +79,7 @@ if !sidecarOnly {
         ("text", { n in pan.withUnsafeBytes { p in out.withUnsafeMutableBytes { o in timed(n) { _ = pk.sealText(p, into: o) } } } }),
     ], iterations: iterations)
     line("| seal 16 B → SealedValue | \(fmt(r["swift"]!)) | \(fmt(r["c"]!)) | \(fmt(r["swift"]! / r["c"]!, 3)) |")
+    figures["seal_ratio"] = r["swift"]! / r["c"]!
     line("| seal 16 B → text line (the --lines path) | \(fmt(r["text"]!)) | \(fmt(r["c"]!)) | \(fmt(r["text"]! / r["c"]!, 3)) |")
 }
 
@@ -88,6 +93,7 @@ if !sidecarOnly {
         ("envelope+json", { n in timed(n) { _ = CardEnvelope.seal(card, metadata: metadata, to: pk).json } }),
     ], iterations: iterations)
     line("| envelope seal (pan, exp, cvc) | \(fmt(r["envelope"]!)) | \(fmt(r["c-seal"]!)) (crypto_box_seal) | \(fmt(r["envelope"]! / r["c-seal"]!, 3)) |")
+    figures["envelope_seal_ratio"] = r["envelope"]! / r["c-seal"]!
     line("| envelope seal vs the same calls in C | \(fmt(r["envelope"]!)) | \(fmt(r["c-envelope"]!)) | \(fmt(r["envelope"]! / r["c-envelope"]!, 3)) |")
     line("| envelope seal + card rules + fingerprint | \(fmt(r["envelope+validate"]!)) | \(fmt(r["c-seal"]!)) (crypto_box_seal) | \(fmt(r["envelope+validate"]! / r["c-seal"]!, 3)) |")
     line("| envelope seal + JSON text | \(fmt(r["envelope+json"]!)) | \(fmt(r["c-seal"]!)) (crypto_box_seal) | \(fmt(r["envelope+json"]! / r["c-seal"]!, 3)) |")
@@ -117,6 +123,8 @@ if !sidecarOnly {
         ("envelope", { n in timed(n) { _ = try! opener.open(envelope) } }),
     ], iterations: iterations)
     line("| open sealed value | \(fmt(r["open"]!)) | \(fmt(r["c"]!)) (crypto_box_seal_open) | \(fmt(r["open"]! / r["c"]!, 3)) |")
+    figures["open_ratio"] = r["open"]! / r["c"]!
+    figures["envelope_open_ratio"] = r["envelope"]! / r["c"]!
     line("| envelope open + metadata check | \(fmt(r["envelope"]!)) | \(fmt(r["c"]!)) (crypto_box_seal_open) | \(fmt(r["envelope"]! / r["c"]!, 3)) |")
 }
 
@@ -153,15 +161,35 @@ if !sidecarOnly, let vault = option("--vault"), let cLines = option("--c-lines")
     let input = dir.appendingPathComponent("in.txt")
     try text.write(to: input, atomically: true, encoding: .utf8)
     let b64 = String(pk.text.dropFirst(PublicKey.textPrefix.count))
-    var c: [Double] = [], one: [Double] = [], two: [Double] = []
+    var c: [Double] = [], one: [Double] = [], two: [Double] = [], py: [Double] = []
+    let python = option("--python"), pyLines = option("--pynacl-lines")
     for _ in 0..<(quick ? 2 : 3) {
         c.append(try runProcess(cLines, [pk.kid.rawValue, b64], stdin: input, stdout: dir.appendingPathComponent("c.out")))
         one.append(try runProcess(vault, ["seal", "--lines", "--jobs", "1", "--key", pubPath.path], stdin: input, stdout: dir.appendingPathComponent("one.out")))
         two.append(try runProcess(vault, ["seal", "--lines", "--jobs", "2", "--key", pubPath.path], stdin: input, stdout: dir.appendingPathComponent("two.out")))
+        if let python, let pyLines {
+            py.append(try runProcess(python, [pyLines, pk.kid.rawValue, b64], stdin: input, stdout: dir.appendingPathComponent("py.out")))
+        }
+    }
+    // Every sealer's output is checked, not just timed: the right number of lines, and lines that open.
+    for name in ["c.out", "one.out", "two.out"] + (py.isEmpty ? [] : ["py.out"]) {
+        let lines = try String(contentsOf: dir.appendingPathComponent(name), encoding: .utf8).split(separator: "\n")
+        guard lines.count == count, let last = lines.last,
+              let opened = try? ring.open(SealedValue(text: last)),
+              opened.withUnsafeBytes({ Array($0) }) == Array(String(4_000_000_000_000_000 + (count - 1) * 7919).utf8)
+        else { throw NSError(domain: "bench: \(name) is not \(count) sealed lines that open", code: 1) }
     }
     let cRate = Double(count) / median(c), oneRate = Double(count) / median(one), twoRate = Double(count) / median(two)
     line("| `vault seal --lines --jobs 1` (\(count) lines) | \(fmt(oneRate)) | \(fmt(cRate)) (C line sealer) | \(fmt(oneRate / cRate, 3)) |")
     line("| `vault seal --lines --jobs 2` (\(count) lines) | \(fmt(twoRate)) | \(fmt(cRate)) (C line sealer) | \(fmt(twoRate / cRate, 3)) |")
+    figures["lines_ratio_c"] = oneRate / cRate
+    figures["lines2_ratio_c"] = twoRate / cRate
+    if !py.isEmpty {
+        let pyRate = Double(count) / median(py)
+        line("| `vault seal --lines --jobs 1` vs PyNaCl (Benchmarks/pynacl/seal_lines.py) | \(fmt(oneRate)) | \(fmt(pyRate)) (PyNaCl line sealer) | \(fmt(oneRate / pyRate, 3)) |")
+        line("| PyNaCl line sealer vs the C line sealer | \(fmt(pyRate)) | \(fmt(cRate)) (C line sealer) | \(fmt(pyRate / cRate, 3)) |")
+        figures["lines_ratio_pynacl"] = oneRate / pyRate
+    }
 
     // 5. One value, whole process.
     let single = dir.appendingPathComponent("one.txt")
@@ -173,6 +201,20 @@ if !sidecarOnly, let vault = option("--vault"), let cLines = option("--c-lines")
     times.sort()
     line("")
     line("`vault seal` of one value, whole process: median \(fmt(times[times.count / 2], 1)) ms, p90 \(fmt(times[times.count * 9 / 10], 1)) ms, min \(fmt(times[0], 1)) ms (\(times.count) runs)")
+    figures["single_ms"] = times[times.count / 2]
+    if let python {
+        // The PyNaCl one-liner doing the same job: read stdin, seal, print the vault:v1 line.
+        let oneLiner = "import sys,base64,nacl.public as p;print('vault:v1:'+sys.argv[1]+':'+base64.b64encode(p.SealedBox(p.PublicKey(base64.b64decode(sys.argv[2]))).encrypt(sys.stdin.buffer.read().rstrip(b'\\n'))).decode())"
+        var pyTimes: [Double] = []
+        for _ in 0..<(quick ? 10 : 40) {
+            pyTimes.append(try runProcess(python, ["-c", oneLiner, pk.kid.rawValue, b64], stdin: single, stdout: nil) * 1000)
+        }
+        pyTimes.sort()
+        let py50 = pyTimes[pyTimes.count / 2]
+        line("")
+        line("PyNaCl one-liner doing the same (`python3 -c 'import nacl.public …'`), whole process: median \(fmt(py50, 1)) ms, p90 \(fmt(pyTimes[pyTimes.count * 9 / 10], 1)) ms, min \(fmt(pyTimes[0], 1)) ms (\(pyTimes.count) runs). **`vault seal` takes \(fmt(times[times.count / 2] / py50, 2))× the PyNaCl one-liner's time.**")
+        figures["single_ratio_pynacl"] = times[times.count / 2] / py50
+    }
 }
 
 /// Runs `op` from `concurrency` threads (one connection each) for `seconds`: rate, p50, p99 (ms).
@@ -226,17 +268,21 @@ func run(_ concurrency: Int, seconds: Double, _ op: @escaping @Sendable () -> Bo
     for c in [1, 8, 64] {
         let noop = run(c, seconds: seconds) { (try? client.health()) == true }
         let tok = run(c, seconds: seconds) { (try? client.tokenize(cardJSON: card))?.status == 201 }
+        figures["tokenize_\(label)_\(c)"] = tok.rate
+        figures["noop_\(label)_\(c)"] = noop.rate
+        figures["tokenize_\(label)_\(c)_p99"] = tok.p99
         line("| tokenize (\(label)), c=\(c): p50 \(fmt(tok.p50, 2)) ms, p99 \(fmt(tok.p99, 2)) ms | \(fmt(tok.rate)) req/s | \(fmt(noop.rate)) (no-op route; p99 \(fmt(noop.p99, 2)) ms) | \(fmt(tok.rate / noop.rate, 3)) |")
     }
     let status = (try? String(contentsOfFile: "/proc/\(p.processIdentifier)/status", encoding: .utf8)) ?? ""
     let hwm = status.split(separator: "\n").first { $0.hasPrefix("VmHWM") }.map(String.init) ?? "VmHWM: ?"
+    figures["rss_kb_\(label)"] = Double(hwm.filter(\.isNumber)) ?? 0
     line("| sidecar peak RSS (\(label)) after the load: \(hwm.replacingOccurrences(of: "VmHWM:", with: "").trimmingCharacters(in: .whitespaces)) | | | |")
 }
 
 // 7. Payments through sidecar → gateway → sandbox: payments/s and p50/p99 at c=1/8/64 (each
 // payment uses a token made beforehand, outside the timing), against the no-op route.
-@MainActor func paymentsLoad(vault: String) throws {
-    let dir = NSTemporaryDirectory() + "vault-bench-pay-\(getpid())"
+@MainActor func paymentsLoad(vault: String, store: String, label: String) throws {
+    let dir = NSTemporaryDirectory() + "vault-bench-pay-\(getpid())-\(label)"
     defer { try? FileManager.default.removeItem(atPath: dir) }
     for sub in ["gk", "sk"] { try FileManager.default.createDirectory(atPath: "\(dir)/\(sub)", withIntermediateDirectories: true) }
     let keygen = Process()
@@ -257,7 +303,7 @@ func run(_ concurrency: Int, seconds: Double, _ op: @escaping @Sendable () -> Bo
         return p
     }
     let gateway = try start(["gateway", "--socket", dir + "/g.sock", "--keys", dir + "/gk", "--processor", "sandbox:\(dir)/ledger.sqlite"])
-    let sidecar = try start(["serve", "--socket", dir + "/v.sock", "--keys", dir + "/sk", "--store", "sqlite:\(dir)/t.sqlite", "--gateway", dir + "/g.sock"])
+    let sidecar = try start(["serve", "--socket", dir + "/v.sock", "--keys", dir + "/sk", "--store", store.replacingOccurrences(of: "DIR", with: dir), "--gateway", dir + "/g.sock"])
     defer { for p in [sidecar, gateway] { p.terminate(); p.waitUntilExit() } }
     let client = SidecarClient(socketPath: dir + "/v.sock")
     for _ in 0..<200 where (try? client.health()) != true { usleep(50_000) }
@@ -285,16 +331,21 @@ func run(_ concurrency: Int, seconds: Double, _ op: @escaping @Sendable () -> Bo
             guard let token else { return false }
             return (try? client.pay(token: token, amount: 1050, currency: "EUR", idempotencyKey: "bench-" + token))?.json?["status"] as? String == "succeeded"
         }
-        line("| payment (sidecar → gateway → sandbox, SQLite), c=\(c): p50 \(fmt(pay.p50, 2)) ms, p99 \(fmt(pay.p99, 2)) ms | \(fmt(pay.rate)) payments/s | \(fmt(noop.rate)) (no-op route) | \(fmt(pay.rate / noop.rate, 3)) |")
+        figures["pay_\(label)_\(c)"] = pay.rate
+        figures["pay_noop_\(label)_\(c)"] = noop.rate
+        line("| payment (sidecar → gateway → sandbox, \(label)), c=\(c): p50 \(fmt(pay.p50, 2)) ms, p99 \(fmt(pay.p99, 2)) ms | \(fmt(pay.rate)) payments/s | \(fmt(noop.rate)) (no-op route) | \(fmt(pay.rate / noop.rate, 3)) |")
     }
+    let storeLabel = label
     for (label, p) in [("sidecar", sidecar), ("gateway", gateway)] {
         let status = (try? String(contentsOfFile: "/proc/\(p.processIdentifier)/status", encoding: .utf8)) ?? ""
         let hwm = status.split(separator: "\n").first { $0.hasPrefix("VmHWM") }.map(String.init) ?? "VmHWM: ?"
-        line("| \(label) peak RSS after the payment load: \(hwm.replacingOccurrences(of: "VmHWM:", with: "").trimmingCharacters(in: .whitespaces)) | | | |")
+        line("| \(label) peak RSS after the payment load (\(storeLabel)): \(hwm.replacingOccurrences(of: "VmHWM:", with: "").trimmingCharacters(in: .whitespaces)) | | | |")
     }
 }
 
 if let vault = option("--vault"), !args.contains("--no-sidecar") {
+    line("")
+    line("## Tokenize and pay against the no-op route")
     line("")
     line("Sidecar over its Unix socket (load generator in this process, same 2 cores; one connection per request, HTTP/1.1; a token is acknowledged after its commit is durable: SQLite WAL with synchronous=FULL and group commit, PostgreSQL with synchronous_commit=on over a Unix socket):")
     line("")
@@ -309,16 +360,18 @@ if let vault = option("--vault"), !args.contains("--no-sidecar") {
     line("")
     line("| operation | rate | no-op route rate | ratio |")
     line("|---|---:|---:|---:|")
-    try paymentsLoad(vault: vault)
+    try paymentsLoad(vault: vault, store: "sqlite:DIR/t.sqlite", label: "SQLite")
+    if let pg = ProcessInfo.processInfo.environment["VAULT_BENCH_POSTGRES"] {
+        try paymentsLoad(vault: vault, store: pg, label: "PostgreSQL")
+    }
+}
+
+if let out = option("--json") {
+    let data = try JSONSerialization.data(withJSONObject: figures, options: [.sortedKeys, .prettyPrinted])
+    try data.write(to: URL(fileURLWithPath: out))
 }
 
 if let out = option("--report") {
-    var text = report.joined(separator: "\n") + "\n"
-    // --sidecar-only replaces the sidecar section of an existing report and keeps the rest.
-    if sidecarOnly, let old = try? String(contentsOfFile: out, encoding: .utf8),
-       let cut = old.range(of: "\nSidecar over its Unix socket") {
-        let section = text.range(of: "Sidecar over its Unix socket").map { text[$0.lowerBound...] } ?? Substring(text)
-        text = String(old[..<cut.lowerBound]) + "\n\n" + section
-    }
-    try text.write(toFile: out, atomically: true, encoding: .utf8)
+    // The section this run measured; Benchmarks/run splices it into docs/benchmarks.md.
+    try (report.joined(separator: "\n") + "\n").write(toFile: out, atomically: true, encoding: .utf8)
 }
