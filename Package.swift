@@ -132,7 +132,7 @@ let package = Package(
         .testTarget(
             name: "TokenizerTests",
             dependencies: [
-                "Tokenizer", "Payments", "VaultCrypto", "CardRules",
+                "Tokenizer", "Payments", "VaultCrypto", "VaultOpen", "CardRules",
                 .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),

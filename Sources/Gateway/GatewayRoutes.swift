@@ -18,12 +18,14 @@ public struct GatewayRoutes: Sendable {
     /// The audit log's action per route (docs/audit-log.md).
     public static let auditedActions: [String: String] = [
         "POST /v1/authorize": "authorize", "GET /v1/authorizations/{payment}": "payment_read",
-        "POST /v1/authorizations/{payment}/confirm": "confirm",
+        "POST /v1/authorizations/{payment}/confirm": "confirm", "POST /v1/fingerprints": "fingerprint",
     ]
+    /// Most envelopes one `POST /v1/fingerprints` takes.
+    public static let maxFingerprintBatch = 64
 
     public static let documentedRoutes = [
         "POST /v1/authorize", "GET /v1/authorizations/{payment_id}", "POST /v1/authorizations/{payment_id}/confirm",
-        "POST /v1/sandbox/acs/{transaction_id}", "GET /v1/keys", "GET /v1/health", "GET /metrics",
+        "POST /v1/sandbox/acs/{transaction_id}", "POST /v1/fingerprints", "GET /v1/keys", "GET /v1/health", "GET /metrics",
     ]
 
     let openers: Openers
@@ -65,6 +67,7 @@ public struct GatewayRoutes: Sendable {
             return JSONOut.response(.ok, out)
         }
         router.post("/v1/authorize") { request, context in try await self.authorize(request, logger: context.logger) }
+        router.post("/v1/fingerprints") { request, _ in try await self.fingerprints(request) }
         // The recorded outcome of a payment id (404 AUTHORIZATION_NOT_FOUND: never seen, nothing charged).
         router.get("/v1/authorizations/:payment") { _, context in
             let id = context.parameters.get("payment") ?? ""
@@ -189,6 +192,70 @@ public struct GatewayRoutes: Sendable {
             "brand": "\(parsed.envelope.card.brand.rawValue)", "last4": "\(parsed.envelope.card.last4)",
         ])
         return JSONOut.response(.ok, Self.json(outcome))
+    }
+
+    /// `POST /v1/fingerprints` `{"envelopes":[{…v1…}, …]}` (at most `maxFingerprintBatch`) →
+    /// 200 `{"data":[{"fingerprint":"<64 hex>"} | {"error":{"code","message"}}, …]}`, in order.
+    ///
+    /// The sidecar's way to a token's fingerprint (DESIGN §4): each envelope is opened and checked
+    /// exactly as for a payment (a tampered envelope, or metadata that does not match the card, is
+    /// refused here, at tokenize time), and only the keyed hash of its PAN goes back. 503
+    /// `FINGERPRINT_KEY_MISSING` when this gateway has no `fingerprint.fk`.
+    func fingerprints(_ request: Request) async throws -> Response {
+        guard (request.headers[.contentType] ?? "").lowercased().hasPrefix("application/json") else {
+            throw APIError(.unsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "send Content-Type: application/json")
+        }
+        let limit = Self.maxFingerprintBatch * Self.maxBodyBytes
+        let body: ByteBuffer
+        do { body = try await request.body.collect(upTo: limit) } catch {
+            throw APIError(.contentTooLarge, "BODY_TOO_LARGE", "a fingerprint request is at most \(limit) bytes")
+        }
+        let envelopes = try body.withUnsafeReadableBytes { raw throws(APIError) -> [CardEnvelope] in
+            do throws(VaultError) {
+                var r = JSONReader(raw, errorCode: .requestMalformed, maxDepth: 8)
+                var found: [CardEnvelope]?
+                try r.readObject { (r, key) throws(VaultError) in
+                    guard key == "envelopes" else { throw VaultError(.requestFieldUnknown, "a fingerprint request has only envelopes") }
+                    var list: [CardEnvelope] = []
+                    try r.readArray { (r) throws(VaultError) in
+                        guard list.count < Self.maxFingerprintBatch else {
+                            throw VaultError(.requestFieldInvalid, "at most \(Self.maxFingerprintBatch) envelopes", field: "envelopes")
+                        }
+                        list.append(try CardEnvelope.parse(from: &r))
+                    }
+                    found = list
+                }
+                try r.finish()
+                guard let found else { throw VaultError(.requestFieldMissing, "envelopes is missing", field: "envelopes") }
+                return found
+            } catch {
+                let status: HTTPResponse.Status = error.code == .requestMalformed ? .badRequest : .unprocessableContent
+                throw APIError(status, error.code.rawValue, error.message, field: error.field)
+            }
+        }
+        let opener = self.opener
+        guard opener.fingerprintKey != nil else {
+            throw APIError(
+                .serviceUnavailable, "FINGERPRINT_KEY_MISSING",
+                "this gateway has no fingerprint key: make one with `vault keygen --fingerprint --out DIR` in its keys directory")
+        }
+        var out = "{\"data\":["
+        for (i, envelope) in envelopes.enumerated() {
+            if i > 0 { out += "," }
+            do throws(VaultError) {
+                let fp = try opener.fingerprint(of: envelope)
+                metrics.opened("ok")
+                out += "{\"fingerprint\":\"\(fp)\"}"
+            } catch {
+                metrics.opened(error.code.rawValue)
+                out += "{\"error\":{\"code\":"
+                JSONOut.string(error.code.rawValue, into: &out)
+                out += ",\"message\":"
+                JSONOut.string(error.message, into: &out)
+                out += "}}"
+            }
+        }
+        return JSONOut.response(.ok, out + "]}")
     }
 
     static func parse(_ raw: UnsafeRawBufferPointer) throws(APIError) -> Parsed {

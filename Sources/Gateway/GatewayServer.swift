@@ -55,6 +55,10 @@ public struct GatewayServer: Sendable {
         }
         if let gid = configuration.socketGroup { try SocketFile.checkCanChown(to: gid) }
         let keys = try GatewayKeys.load(configuration, logger: logger)
+        if keys.fingerprintKey == nil {
+            logger.warning(
+                "no fingerprint key: tokens get no fingerprint until one is here (vault keygen --fingerprint --out DIR, or vault keys move-fingerprint-key)")
+        }
         let processor: any PaymentProcessor
         switch configuration.processor {
         case .sandbox(let path):

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import Tokenizer
 import VaultCrypto
 
 /// The sidecar's side of the gateway adapter's socket (`vault serve --gateway PATH`).
@@ -48,12 +49,12 @@ public struct GatewayClient: Sendable {
     }()
 
     /// Asks the gateway to charge `envelopeJSON` (a sealed card envelope v1).
+    /// The caller's idempotency key never goes to the gateway: the payment id is the processor's
+    /// idempotency key (unique per payment, the same on every retry).
     public func authorize(
-        paymentID: String, amount: Int, currency: String, envelopeJSON: String, idempotencyKey: String? = nil
+        paymentID: String, amount: Int, currency: String, envelopeJSON: String
     ) async throws(Failure) -> Outcome {
-        var body = #"{"payment_id":"\#(paymentID)","amount":\#(amount),"currency":"\#(currency)","envelope":\#(envelopeJSON)"#
-        if let idempotencyKey { body += #","idempotency_key":"\#(idempotencyKey)""# }   // printable ASCII, no quotes (checked by the sidecar)
-        body += "}"
+        let body = #"{"payment_id":"\#(paymentID)","amount":\#(amount),"currency":"\#(currency)","envelope":\#(envelopeJSON)}"#
         let (status, text) = try await call("POST", "/v1/authorize", body: body)
         if status == 200 { return try Self.outcome(text) }
         let (code, message) = Self.error(text)
@@ -87,6 +88,28 @@ public struct GatewayClient: Sendable {
             throw .outcomeUnknown("the ACS answered no result")
         }
         return jwt
+    }
+
+    /// The gateway's fingerprints of envelopes (JSON v1, without their CVC field), in order
+    /// (`POST /v1/fingerprints`). The gateway opens each, checks it, and answers only the keyed
+    /// hash of its PAN; the sidecar never holds the fingerprint key (DESIGN §4).
+    /// - Throws: `Failure.notSent` / `.outcomeUnknown` when no answer came (the gateway is down,
+    ///   slow, or has no fingerprint key: `FINGERPRINT_KEY_MISSING`).
+    public func fingerprints(ofEnvelopes envelopeJSON: [String]) async throws(Failure) -> [FingerprintAnswer] {
+        let body = "{\"envelopes\":[" + envelopeJSON.joined(separator: ",") + "]}"
+        let (status, text) = try await call("POST", "/v1/fingerprints", body: body)
+        guard status == 200 else {
+            let (code, message) = Self.error(text)
+            throw .refused(status: status, code: code, message: message)
+        }
+        guard let json = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
+              let data = json["data"] as? [[String: Any]], data.count == envelopeJSON.count
+        else { throw .outcomeUnknown("the gateway's fingerprint answer is not one entry per envelope") }
+        return data.map { entry in
+            if let fp = entry["fingerprint"] as? String, FingerprintAnswer.isWellFormed(fp) { return .fingerprint(fp) }
+            let e = entry["error"] as? [String: Any]
+            return .refused(code: e?["code"] as? String ?? "GATEWAY_ERROR", message: e?["message"] as? String ?? "the gateway refused the envelope")
+        }
     }
 
     /// What the processor recorded for a payment id; nil when it never saw it (nothing charged).

@@ -95,20 +95,13 @@ public struct PaymentService: Sendable {
         case .created: break
         }
         // The CVC is never kept after the first authorization attempt: drop it before the envelope leaves.
-        if let tokenWithCVC {
-            do throws(TokenStoreError) {
-                _ = try await tokenizer.store.dropCVC(tokenWithCVC)
-            } catch {
-                try? await payments.abandon(intent.id)
-                throw APIError(VaultError(store: error))
-            }
-        }
+        // It is held in memory only (HeldCVCs), so dropping it leaves no copy anywhere.
+        if let tokenWithCVC { tokenizer.dropCVC(tokenWithCVC) }
         let outcome: GatewayClient.Outcome
         do throws(GatewayClient.Failure) {
             do throws(GatewayClient.Failure) {
                 outcome = try await gateway.authorize(
-                    paymentID: intent.id, amount: intent.amount, currency: intent.currency, envelopeJSON: envelopeJSON,
-                    idempotencyKey: request.idempotencyKey)
+                    paymentID: intent.id, amount: intent.amount, currency: intent.currency, envelopeJSON: envelopeJSON)
             } catch .outcomeUnknown(let why) where why.contains("remoteConnectionClosed") {
                 // A kept-alive connection the gateway closed as the request went out. The gateway
                 // is idempotent by payment id (its ledger answers a repeat with the first outcome),
@@ -118,8 +111,7 @@ public struct PaymentService: Sendable {
                 logger.notice("gateway connection closed mid-call; asking again", metadata: ["payment": "\(intent.id)"])
                 do throws(GatewayClient.Failure) {
                     outcome = try await gateway.authorize(
-                        paymentID: intent.id, amount: intent.amount, currency: intent.currency, envelopeJSON: envelopeJSON,
-                        idempotencyKey: request.idempotencyKey)
+                        paymentID: intent.id, amount: intent.amount, currency: intent.currency, envelopeJSON: envelopeJSON)
                 } catch .notSent(let second) {
                     throw .outcomeUnknown("\(why); asking again failed: \(second)")
                 }

@@ -3,28 +3,28 @@ import Logging
 import Tokenizer
 import VaultCrypto
 
-/// The keys a sidecar holds: public keys and the fingerprint key. Never a secret key.
+/// The keys a sidecar holds: public keys only. Never a secret key, never the fingerprint key
+/// (DESIGN §4: beside stored BINs, last 4s and fingerprints it would rebuild every PAN).
 public struct SidecarKeys: Sendable {
     /// The sealing keys: the ring's primary and the status of every kid it lists.
     public let sealing: SealingKeys.Snapshot
     /// Public key files found that the ring does not list (refused; logged at load).
     public let unlisted: [KeyID]
-    /// The fingerprint key.
-    public let fingerprintKey: FingerprintKey
 
     /// The key new cards are sealed to.
     public var primary: PublicKey { sealing.primary }
 
-    /// Loads `dir`: the key ring `ring.json`, the `*.pub` files, and `fingerprint.fk` (created,
-    /// mode 0600, when absent, and logged).
+    /// Loads `dir`: the key ring `ring.json` and the `*.pub` files.
     ///
     /// The ring pins the kids: the primary is the one it names (its `.pub` must be here and hash
     /// to that kid), and a `.pub` whose kid the ring does not list is refused, never used. A
     /// directory without `ring.json` may hold exactly one public key, which is then the primary.
     /// - Throws: `SECRET_KEY_REFUSED` when the directory holds a secret key (a `.key` file or
-    ///   any file starting `vault:sk:`): the sidecar must never hold one; `KEY_RING_NOT_FOUND`
+    ///   any file starting `vault:sk:`): the sidecar must never hold one; `FINGERPRINT_KEY_REFUSED`
+    ///   when it holds a fingerprint key (`fingerprint.fk`, or any file starting `vault:fk:`);
+    ///   `KEY_RING_NOT_FOUND`
     ///   for several public keys and no ring; `KEY_RING_INVALID`; key-file codes.
-    public static func load(directory dir: String, logger: Logger, createFingerprintKey: Bool = true) throws(VaultError) -> SidecarKeys {
+    public static func load(directory dir: String, logger: Logger) throws(VaultError) -> SidecarKeys {
         let names: [String]
         do { names = try FileManager.default.contentsOfDirectory(atPath: dir).sorted() } catch {
             throw VaultError(.keyFileNotFound, "cannot read the keys directory \(dir)", field: dir)
@@ -35,6 +35,12 @@ public struct SidecarKeys: Sendable {
                 throw VaultError(
                     .secretKeyRefused,
                     "\(path) is a secret key: the sidecar never holds one (move it to the gateway's keys directory)", field: path)
+            }
+            if name == KeyFiles.fingerprintKeyFileName || name.hasSuffix(".fk") || Self.starts(path, with: "vault:fk:") {
+                throw VaultError(
+                    .fingerprintKeyRefused,
+                    "\(path) is a fingerprint key: only the gateway holds it (beside stored BINs and last 4s it rebuilds card numbers); move it with `vault keys move-fingerprint-key --from \(dir) --to GATEWAY_KEYS`",
+                    field: path)
             }
         }
         var found: [KeyID: PublicKey] = [:]
@@ -68,42 +74,34 @@ public struct SidecarKeys: Sendable {
             }
             sealing = SealingKeys.Snapshot(primary: only)
         }
-        let fkPath = dir + "/" + KeyFiles.fingerprintKeyFileName
-        if !FileManager.default.fileExists(atPath: fkPath) {
-            guard createFingerprintKey else {
-                throw VaultError(.fingerprintKeyMissing, "no \(fkPath) yet (the sidecar creates it on first start)", field: fkPath)
-            }
-            try KeyFiles.generateFingerprintKey(path: fkPath)
-            logger.notice("created fingerprint key", metadata: ["path": "\(fkPath)"])
-        }
-        return SidecarKeys(sealing: sealing, unlisted: unlisted, fingerprintKey: try KeyFiles.loadFingerprintKey(path: fkPath))
+        return SidecarKeys(sealing: sealing, unlisted: unlisted)
     }
 
-    /// Checks a keys directory as `load` would, without creating the fingerprint key; returns the
-    /// primary kid (for `vault config check`).
+    /// Checks a keys directory as `load` would; returns the primary kid (for `vault config check`).
     public static func check(directory dir: String) throws(VaultError) -> KeyID {
         var logger = Logger(label: "vault.config")
         logger.logLevel = .critical
-        do throws(VaultError) {
-            return try load(directory: dir, logger: logger, createFingerprintKey: false).primary.kid
-        } catch where error.code == .fingerprintKeyMissing {
-            // Everything else was checked before the fingerprint key; it is made on first start.
-            let ring = dir + "/" + KeyRingFile.fileName
-            if let r = try? KeyRingFile.load(path: ring) { return r.primary }
-            guard let only = (try? FileManager.default.contentsOfDirectory(atPath: dir))?.first(where: { $0.hasSuffix(".pub") }) else { throw error }
-            return try KeyFiles.loadPublicKey(path: dir + "/" + only).kid
-        }
+        return try load(directory: dir, logger: logger).primary.kid
     }
 
     private static func startsWithSecretPrefix(_ path: String) -> Bool {
-        guard let h = FileHandle(forReadingAtPath: path) else { return false }
+        starts(path, with: "vault:sk:v1:") || starts(path, with: "vault:skp:v1")
+    }
+
+    private static func starts(_ path: String, with prefix: String) -> Bool {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue,
+              let h = FileHandle(forReadingAtPath: path)
+        else { return false }
         defer { try? h.close() }
-        let head = (try? h.read(upToCount: 12)) ?? Data()
-        return head == Data("vault:sk:v1:".utf8) || head.starts(with: Data("vault:skp:v1".utf8))
+        let head = (try? h.read(upToCount: prefix.utf8.count)) ?? Data()
+        return head == Data(prefix.utf8)
     }
 }
 
 extension VaultError.Code {
     /// The sidecar was given a secret key.
     public static let secretKeyRefused = VaultError.Code(rawValue: "SECRET_KEY_REFUSED")
+    /// The sidecar was given the fingerprint key (it lives in the gateway zone only).
+    public static let fingerprintKeyRefused = VaultError.Code(rawValue: "FINGERPRINT_KEY_REFUSED")
 }

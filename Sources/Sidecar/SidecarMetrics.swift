@@ -90,6 +90,13 @@ public final class SidecarMetrics: Sendable {
             .increment(by: Int64(result.cvcsDropped))
     }
 
+    /// Fingerprints filled in after the gateway was unreachable at tokenize time.
+    public func fingerprintsFilled(_ n: Int) {
+        registry.makeCounter(
+            descriptor: .init(namespace: "vault", metricName: "fingerprints_filled", unitName: "total", helpText: "Token fingerprints filled in after tokenize."))
+            .increment(by: Int64(n))
+    }
+
     /// A sweep that failed (store unreachable).
     public func sweepFailed() {
         registry.makeCounter(descriptor: .init(namespace: "vault", metricName: "sweeper_failures", unitName: "total", helpText: "Sweeps that failed.")).increment()

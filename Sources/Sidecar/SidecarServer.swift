@@ -11,8 +11,8 @@ import SocketHTTP
 import Tokenizer
 import VaultCrypto
 
-/// `vault serve`: the tokenizing sidecar on a Unix socket. Holds public keys and the
-/// fingerprint key only; refuses to start when given a secret key.
+/// `vault serve`: the tokenizing sidecar on a Unix socket. Holds public keys only; refuses to
+/// start when given a secret key or the fingerprint key (the gateway computes fingerprints).
 public struct SidecarServer: Sendable {
     /// Settings, each with an embedded default.
     public struct Configuration: Sendable {
@@ -85,11 +85,9 @@ public struct SidecarServer: Sendable {
             customerStore = PostgresCustomerStore(client: serving, logger: logger)
         }
         let metrics = SidecarMetrics()
-        services.append(TokenSweeper(store: store, interval: configuration.sweepInterval, logger: logger, metrics: metrics))
         let sealing = SealingKeys(keys.sealing)
         let keysDirectory = configuration.keysDirectory, reloadLogger = logger
         services.append(ReloadOnHangup {
-            // The fingerprint key is not reloaded: changing it would change every fingerprint.
             do throws(VaultError) {
                 let fresh = try SidecarKeys.load(directory: keysDirectory, logger: reloadLogger)
                 sealing.replace(with: fresh.sealing)
@@ -100,7 +98,12 @@ public struct SidecarServer: Sendable {
                 audit?.record(AuditEvent(action: "key_reload", outcome: error.code.rawValue, uid: getuid()))
             }
         })
-        let tokenizer = Tokenizer(store: store, keys: sealing, fingerprintKey: keys.fingerprintKey, policy: configuration.policy)
+        let fingerprinter = configuration.gatewaySocket.map { GatewayFingerprinter(gatewaySocket: $0) }
+        let tokenizer = Tokenizer(store: store, keys: sealing, fingerprinter: fingerprinter, policy: configuration.policy)
+        services.append(TokenSweeper(tokenizer: tokenizer, interval: configuration.sweepInterval, logger: logger, metrics: metrics))
+        if fingerprinter != nil {
+            services.append(FingerprintFiller(tokenizer: tokenizer, interval: configuration.sweepInterval, logger: logger, metrics: metrics))
+        }
         let customers = CustomerService(tokenizer: tokenizer, customers: customerStore)
         let payments = configuration.gatewaySocket.map {
             PaymentService(tokenizer: tokenizer, payments: paymentStore, gateway: GatewayClient(socketPath: $0), customers: customers, logger: self.logger)

@@ -6,28 +6,25 @@ import Tokenizer
 /// Purges expired tokens and drops CVCs past their TTL, every `interval`, until shutdown.
 /// Readers already never see expired tokens or CVCs; the sweeper makes the ciphertext go away.
 public struct TokenSweeper: Service {
-    let store: any TokenStore
+    let tokenizer: Tokenizer
     let interval: Duration
     let logger: Logger
-    let now: @Sendable () -> Date
     let metrics: SidecarMetrics?
 
     public init(
-        store: any TokenStore, interval: Duration = .seconds(30), logger: Logger, metrics: SidecarMetrics? = nil,
-        now: @escaping @Sendable () -> Date = Date.init
+        tokenizer: Tokenizer, interval: Duration = .seconds(30), logger: Logger, metrics: SidecarMetrics? = nil
     ) {
-        self.store = store
+        self.tokenizer = tokenizer
         self.metrics = metrics
         self.interval = interval
         self.logger = logger
-        self.now = now
     }
 
     /// One pass.
     @discardableResult
     public func sweep() async -> PurgeResult? {
         do {
-            let result = try await store.purgeExpired(now: now())
+            let result = try await tokenizer.purgeExpired()
             metrics?.purged(result)
             if result.tokensDeleted + result.cvcsDropped > 0 {
                 logger.info("purged", metadata: ["tokens": "\(result.tokensDeleted)", "cvcs": "\(result.cvcsDropped)"])

@@ -177,12 +177,12 @@ public struct PostgresEnvelopeTable: EnvelopeTable {
 
 extension SQLiteTokenStore {
     /// The tokens table, for key rotation.
-    public var envelopeTable: any EnvelopeTable { SQLiteEnvelopeTable(pool: database, table: "tokens", idColumn: "token", hasCVC: true) }
+    public var envelopeTable: any EnvelopeTable { SQLiteEnvelopeTable(pool: database, table: "tokens", idColumn: "token", hasCVC: false) }
 }
 
 extension PostgresTokenStore {
     /// The tokens table, for key rotation.
     public static func envelopeTable(client: PostgresClient, logger: Logger) -> any EnvelopeTable {
-        PostgresEnvelopeTable(client: client, logger: logger, name: "tokens", table: "vault_tokens", idColumn: "token", hasCVC: true)
+        PostgresEnvelopeTable(client: client, logger: logger, name: "tokens", table: "vault_tokens", idColumn: "token", hasCVC: false)
     }
 }

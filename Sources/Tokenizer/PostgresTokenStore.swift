@@ -42,6 +42,11 @@ public final class PostgresTokenStore: TokenStore {
                 try await c.query("CREATE INDEX IF NOT EXISTS vault_tokens_expires_at ON vault_tokens (expires_at)", logger: logger)
                 try await c.query("CREATE INDEX IF NOT EXISTS vault_tokens_cvc_expires_at ON vault_tokens (cvc_expires_at) WHERE cvc IS NOT NULL", logger: logger)
                 try await c.query("CREATE INDEX IF NOT EXISTS vault_tokens_fingerprint ON vault_tokens (fingerprint)", logger: logger)
+                // CVCs left the store (DESIGN §1): empty what an earlier version wrote. Dead row
+                // versions of those rows are rewritten by `VACUUM FULL vault_tokens` (docs/threat-model.md).
+                try await c.query(
+                    "UPDATE vault_tokens SET cvc = NULL, cvc_expires_at = NULL WHERE cvc IS NOT NULL",
+                    logger: logger)
             }
         }
     }
@@ -50,8 +55,8 @@ public final class PostgresTokenStore: TokenStore {
         let r = StoredToken(record)
         try await run("insert") { client, logger in
             try await client.query("""
-                INSERT INTO vault_tokens (token, envelope, cvc, brand, bin, last4, fingerprint, created_at, expires_at, cvc_expires_at, single_use)
-                VALUES (\(r.token), \(r.envelope), \(r.cvc), \(r.brand), \(r.bin), \(r.last4), \(r.fingerprint), \(r.createdAt), \(r.expiresAt), \(r.cvcExpiresAt), \(r.singleUse))
+                INSERT INTO vault_tokens (token, envelope, brand, bin, last4, fingerprint, created_at, expires_at, single_use)
+                VALUES (\(r.token), \(r.envelope), \(r.brand), \(r.bin), \(r.last4), \(r.fingerprint), \(r.createdAt), \(r.expiresAt), \(r.singleUse))
                 """, logger: logger)
         }
     }
@@ -60,37 +65,57 @@ public final class PostgresTokenStore: TokenStore {
         let t = StoredToken.millis(now)
         let row: StoredToken? = try await run("lookup") { client, logger in
             let rows = try await client.query("""
-                SELECT token, envelope, cvc, created_at, expires_at, cvc_expires_at, single_use
+                SELECT token, envelope, fingerprint, created_at, expires_at, single_use
                 FROM vault_tokens WHERE token = \(token) AND expires_at > \(t)
                 """, logger: logger)
-            for try await (token, envelope, cvc, created, expires, cvcExpires, singleUse)
-                in rows.decode((String, String, String?, Int64, Int64, Int64?, Bool).self) {
+            for try await (token, envelope, fingerprint, created, expires, singleUse)
+                in rows.decode((String, String, String?, Int64, Int64, Bool).self) {
                 return StoredToken(
-                    token: token, envelope: envelope, cvc: cvc, createdAt: created, expiresAt: expires,
-                    cvcExpiresAt: cvcExpires, singleUse: singleUse)
+                    token: token, envelope: envelope, fingerprint: fingerprint, createdAt: created, expiresAt: expires, singleUse: singleUse)
             }
             return nil
         }
-        return try row?.record(now: now)
+        return try row?.record()
+    }
+
+    public func setFingerprints(_ fingerprints: [(token: String, fingerprint: String)]) async throws(TokenStoreError) -> Int {
+        guard !fingerprints.isEmpty else { return 0 }
+        let tokens = fingerprints.map(\.token), prints = fingerprints.map(\.fingerprint)
+        return try await changed("set fingerprints", """
+            UPDATE vault_tokens AS t SET fingerprint = f.fingerprint
+            FROM unnest(\(tokens)::TEXT[], \(prints)::TEXT[]) AS f(token, fingerprint)
+            WHERE t.token = f.token AND t.fingerprint IS NULL RETURNING t.token
+            """)
+    }
+
+    public func withoutFingerprint(after: String, limit: Int, now: Date) async throws(TokenStoreError) -> [TokenRecord] {
+        let t = StoredToken.millis(now)
+        let rows: [StoredToken] = try await run("lookup") { client, logger in
+            let rows = try await client.query("""
+                SELECT token, envelope, fingerprint, created_at, expires_at, single_use FROM vault_tokens
+                WHERE fingerprint IS NULL AND token > \(after) AND expires_at > \(t) ORDER BY token LIMIT \(limit)
+                """, logger: logger)
+            var out: [StoredToken] = []
+            for try await (token, envelope, fingerprint, created, expires, singleUse)
+                in rows.decode((String, String, String?, Int64, Int64, Bool).self) {
+                out.append(StoredToken(
+                    token: token, envelope: envelope, fingerprint: fingerprint, createdAt: created, expiresAt: expires, singleUse: singleUse))
+            }
+            return out
+        }
+        var out: [TokenRecord] = []
+        for row in rows { out.append(try row.record()) }
+        return out
     }
 
     public func delete(_ token: String) async throws(TokenStoreError) -> Bool {
         try await changed("delete", "DELETE FROM vault_tokens WHERE token = \(token) RETURNING token") > 0
     }
 
-    public func dropCVC(_ token: String) async throws(TokenStoreError) -> Bool {
-        try await changed(
-            "drop CVC",
-            "UPDATE vault_tokens SET cvc = NULL, cvc_expires_at = NULL WHERE token = \(token) AND cvc IS NOT NULL RETURNING token") > 0
-    }
-
     public func purgeExpired(now: Date) async throws(TokenStoreError) -> PurgeResult {
         let t = StoredToken.millis(now)
         let deleted = try await changed("purge", "DELETE FROM vault_tokens WHERE expires_at <= \(t) RETURNING token")
-        let dropped = try await changed(
-            "purge CVCs",
-            "UPDATE vault_tokens SET cvc = NULL, cvc_expires_at = NULL WHERE cvc IS NOT NULL AND cvc_expires_at <= \(t) RETURNING token")
-        return PurgeResult(tokensDeleted: deleted, cvcsDropped: dropped)
+        return PurgeResult(tokensDeleted: deleted, cvcsDropped: 0)
     }
 
     public func count() async throws(TokenStoreError) -> Int {

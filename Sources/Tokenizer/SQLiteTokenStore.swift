@@ -6,7 +6,10 @@ import VaultCrypto
 /// acknowledged only after its commit is on disk.
 ///
 /// Schema (migration `v1`): one row per token with the envelope JSON (without its CVC field),
-/// the sealed CVC field apart, metadata columns for lookups, and millisecond timestamps.
+/// metadata columns for lookups, the gateway's fingerprint, and millisecond timestamps. The `cvc`
+/// columns stay for stores made before CVCs left the store (`v2-cvc-out` empties them); nothing
+/// writes them. `secure_delete` zeroes what a delete or update frees, so a deleted token's
+/// ciphertext does not linger in free pages.
 public final class SQLiteTokenStore: TokenStore {
     private let pool: DatabasePool
     private let batcher: GroupCommit
@@ -23,13 +26,16 @@ public final class SQLiteTokenStore: TokenStore {
         config.busyMode = .timeout(10)
         config.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = FULL")
+            try db.execute(sql: "PRAGMA secure_delete = ON")
         }
         do {
             pool = try DatabasePool(path: path, configuration: config)
             // GRDB's WAL set-up lowers the writer to synchronous=NORMAL after prepareDatabase:
             // put FULL back on the writer connection, so a commit is on disk when it returns.
             try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+            let hadCVCs = try pool.read { db in try Self.migrator.hasCompletedMigrations(db) == false && db.tableExists("tokens") }
             try Self.migrator.migrate(pool)
+            if hadCVCs { try Self.scrubLegacyCVCs(pool) }
         } catch {
             throw TokenStoreError(.unavailable, "cannot open the SQLite store at \(path): \(Self.describe(error))")
         }
@@ -58,7 +64,22 @@ public final class SQLiteTokenStore: TokenStore {
                 CREATE INDEX tokens_fingerprint ON tokens(fingerprint);
                 """)
         }
+        // CVCs leave the store (DESIGN §1): a store made by an earlier version may still hold some.
+        m.registerMigration("v2-cvc-out") { db in
+            try db.execute(sql: "UPDATE tokens SET cvc = NULL, cvc_expires_at = NULL WHERE cvc IS NOT NULL")
+        }
         return m
+    }
+
+    /// After `v2-cvc-out` on a store that had CVCs: the WAL still holds page images with them and
+    /// the file's free pages old row versions. Truncate the WAL, then rebuild the file (VACUUM),
+    /// which leaves no free page behind. Runs once, at the upgrade.
+    static func scrubLegacyCVCs(_ pool: DatabasePool) throws {
+        try pool.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+            try db.execute(sql: "VACUUM")
+            try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+        }
     }
 
     /// Stores a token. Concurrent inserts share one transaction (group commit): each caller
@@ -72,14 +93,46 @@ public final class SQLiteTokenStore: TokenStore {
         do {
             row = try await pool.read { db in
                 try Row.fetchOne(
-                    db, sql: "SELECT token, envelope, cvc, created_at, expires_at, cvc_expires_at, single_use FROM tokens WHERE token = ? AND expires_at > ?",
+                    db, sql: "SELECT token, envelope, fingerprint, created_at, expires_at, single_use FROM tokens WHERE token = ? AND expires_at > ?",
                     arguments: [token, StoredToken.millis(now)]
                 ).map(StoredToken.init(row:))
             }
         } catch {
             throw TokenStoreError(.unavailable, "token lookup failed: \(Self.describe(error))")
         }
-        return try row?.record(now: now)
+        return try row?.record()
+    }
+
+    public func setFingerprints(_ fingerprints: [(token: String, fingerprint: String)]) async throws(TokenStoreError) -> Int {
+        let pairs = fingerprints.map { [$0.token, $0.fingerprint] }
+        return try await write { db in
+            let update = try db.cachedStatement(sql: "UPDATE tokens SET fingerprint = ? WHERE token = ? AND fingerprint IS NULL")
+            var n = 0
+            for p in pairs {
+                try update.execute(arguments: [p[1], p[0]])
+                n += db.changesCount
+            }
+            return n
+        }
+    }
+
+    public func withoutFingerprint(after: String, limit: Int, now: Date) async throws(TokenStoreError) -> [TokenRecord] {
+        let rows: [StoredToken]
+        do {
+            rows = try await pool.read { db in
+                try Row.fetchAll(
+                    db, sql: """
+                        SELECT token, envelope, fingerprint, created_at, expires_at, single_use FROM tokens
+                        WHERE fingerprint IS NULL AND token > ? AND expires_at > ? ORDER BY token LIMIT ?
+                        """, arguments: [after, StoredToken.millis(now), limit]
+                ).map(StoredToken.init(row:))
+            }
+        } catch {
+            throw TokenStoreError(.unavailable, "token lookup failed: \(Self.describe(error))")
+        }
+        var out: [TokenRecord] = []
+        for row in rows { out.append(try row.record()) }
+        return out
     }
 
     public func delete(_ token: String) async throws(TokenStoreError) -> Bool {
@@ -89,20 +142,11 @@ public final class SQLiteTokenStore: TokenStore {
         }
     }
 
-    public func dropCVC(_ token: String) async throws(TokenStoreError) -> Bool {
-        try await write { db in
-            try db.execute(sql: "UPDATE tokens SET cvc = NULL, cvc_expires_at = NULL WHERE token = ? AND cvc IS NOT NULL", arguments: [token])
-            return db.changesCount > 0
-        }
-    }
-
     public func purgeExpired(now: Date) async throws(TokenStoreError) -> PurgeResult {
         let t = StoredToken.millis(now)
         return try await write { db in
             try db.execute(sql: "DELETE FROM tokens WHERE expires_at <= ?", arguments: [t])
-            let deleted = db.changesCount
-            try db.execute(sql: "UPDATE tokens SET cvc = NULL, cvc_expires_at = NULL WHERE cvc IS NOT NULL AND cvc_expires_at <= ?", arguments: [t])
-            return PurgeResult(tokensDeleted: deleted, cvcsDropped: db.changesCount)
+            return PurgeResult(tokensDeleted: db.changesCount, cvcsDropped: 0)
         }
     }
 
@@ -143,8 +187,8 @@ final class GroupCommit: @unchecked Sendable {
     /// Largest batch in one transaction (bounds the latency a commit adds to its first row).
     static let maxBatch = 256
     static let insertSQL = """
-        INSERT INTO tokens (token, envelope, cvc, brand, bin, last4, fingerprint, created_at, expires_at, cvc_expires_at, single_use)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(token) DO NOTHING
+        INSERT INTO tokens (token, envelope, brand, bin, last4, fingerprint, created_at, expires_at, single_use)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(token) DO NOTHING
         """
 
     private let pool: DatabasePool
@@ -191,8 +235,8 @@ final class GroupCommit: @unchecked Sendable {
                     let insert = try db.cachedStatement(sql: Self.insertSQL)
                     return try batch.map { row -> TokenStoreError? in
                         try insert.execute(arguments: [
-                            row.token, row.envelope, row.cvc, row.brand, row.bin, row.last4, row.fingerprint,
-                            row.createdAt, row.expiresAt, row.cvcExpiresAt, row.singleUse,
+                            row.token, row.envelope, row.brand, row.bin, row.last4, row.fingerprint,
+                            row.createdAt, row.expiresAt, row.singleUse,
                         ])
                         return db.changesCount == 1 ? nil : TokenStoreError(.tokenExists, "a token with that id exists")
                     }

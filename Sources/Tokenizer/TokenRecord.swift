@@ -3,8 +3,10 @@ import VaultCrypto
 
 /// What the vault keeps for a token: the sealed card and its metadata, never plaintext.
 ///
-/// The CVC's sealed field is kept apart (`cvcField`) so it can be dropped on its own, by its own
-/// shorter TTL or after the first authorization attempt, without touching the rest.
+/// The CVC's sealed field is kept apart (`cvcField`): it is never written to the store, only held
+/// in the tokenizing sidecar's memory (`HeldCVCs`) until its TTL or the first authorization
+/// attempt (DESIGN §1: never where deleting it leaves a copy). The fingerprint is the gateway's
+/// answer (DESIGN §4), nil until the gateway has given it.
 public struct TokenRecord: Sendable, Equatable {
     /// `tok_` + 26 base32 characters (128 random bits).
     public var token: String
@@ -20,11 +22,13 @@ public struct TokenRecord: Sendable, Equatable {
     public var cvcExpiresAt: Date?
     /// A single-use token is consumed by a successful payment.
     public var singleUse: Bool
+    /// The card's fingerprint as the gateway computed it (nil: not yet known).
+    public var fingerprint: String?
 
     /// A record.
     public init(
         token: String, envelope: CardEnvelope, cvcField: String?, createdAt: Date, expiresAt: Date,
-        cvcExpiresAt: Date?, singleUse: Bool
+        cvcExpiresAt: Date?, singleUse: Bool, fingerprint: String? = nil
     ) {
         self.token = token
         self.envelope = envelope
@@ -33,10 +37,16 @@ public struct TokenRecord: Sendable, Equatable {
         self.expiresAt = expiresAt
         self.cvcExpiresAt = cvcExpiresAt
         self.singleUse = singleUse
+        self.fingerprint = fingerprint
     }
 
-    /// The card metadata (safe to return).
-    public var card: CardMetadata { envelope.card }
+    /// The card metadata (safe to return), with the gateway's fingerprint (never one a caller
+    /// wrote into its envelope).
+    public var card: CardMetadata {
+        var c = envelope.card
+        c.fingerprint = fingerprint
+        return c
+    }
 
     /// The whole envelope, with the CVC field when it is still held (for the gateway).
     public var fullEnvelope: CardEnvelope {

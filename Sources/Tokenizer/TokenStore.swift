@@ -15,11 +15,14 @@ public protocol TokenStore: Sendable {
     /// Deletes a token and its envelope. False when there was none.
     func delete(_ token: String) async throws(TokenStoreError) -> Bool
 
-    /// Drops the CVC of a token. False when the token or its CVC was already gone.
-    func dropCVC(_ token: String) async throws(TokenStoreError) -> Bool
-
-    /// Deletes tokens expired at `now` and drops CVCs whose TTL has passed.
+    /// Deletes tokens expired at `now` (CVCs are never in the store: `HeldCVCs`).
     func purgeExpired(now: Date) async throws(TokenStoreError) -> PurgeResult
+
+    /// Sets the fingerprint of tokens that have none yet; returns how many changed.
+    func setFingerprints(_ fingerprints: [(token: String, fingerprint: String)]) async throws(TokenStoreError) -> Int
+
+    /// Live tokens without a fingerprint, in token order after `after`, at most `limit`.
+    func withoutFingerprint(after: String, limit: Int, now: Date) async throws(TokenStoreError) -> [TokenRecord]
 
     /// Number of tokens held (expired or not), for metrics and tests.
     func count() async throws(TokenStoreError) -> Int

@@ -5,7 +5,9 @@ import VaultCrypto
 /// Turns cards into tokens: seals raw cards at the door (public key only), accepts envelopes the
 /// caller sealed, stores ciphertext and metadata, hands back random tokens.
 ///
-/// Tokens are `tok_` + 128 random bits: never derived from the PAN. The fingerprint is keyed.
+/// Tokens are `tok_` + 128 random bits: never derived from the PAN. Fingerprints come from the
+/// gateway (`Fingerprinter`): the sidecar never holds the fingerprint key (DESIGN §4). CVCs are
+/// held in memory (`HeldCVCs`), never written to the store (DESIGN §1).
 public struct Tokenizer: Sendable {
     /// The store.
     public let store: any TokenStore
@@ -13,8 +15,10 @@ public struct Tokenizer: Sendable {
     public let keys: SealingKeys
     /// The key new cards are sealed to now.
     public var primaryKey: PublicKey { keys.snapshot.primary }
-    /// The fingerprint key.
-    public let fingerprintKey: FingerprintKey
+    /// Who computes fingerprints (the gateway); nil: tokens are stored without one.
+    public let fingerprinter: (any Fingerprinter)?
+    /// The CVCs held until their first authorization attempt or TTL.
+    public let cvcs: HeldCVCs
     /// Card rules.
     public let validator: CardValidator
     /// Lifetimes.
@@ -24,22 +28,25 @@ public struct Tokenizer: Sendable {
 
     /// A tokenizer.
     public init(
-        store: any TokenStore, primaryKey: PublicKey, otherKeys: [PublicKey] = [], fingerprintKey: FingerprintKey,
-        validator: CardValidator = CardValidator(), policy: TokenPolicy = TokenPolicy(), now: @escaping @Sendable () -> Date = Date.init
+        store: any TokenStore, primaryKey: PublicKey, otherKeys: [PublicKey] = [], fingerprinter: (any Fingerprinter)? = nil,
+        validator: CardValidator = CardValidator(), policy: TokenPolicy = TokenPolicy(), cvcs: HeldCVCs = HeldCVCs(),
+        now: @escaping @Sendable () -> Date = Date.init
     ) {
         self.init(
-            store: store, keys: SealingKeys(.init(primary: primaryKey, others: otherKeys)), fingerprintKey: fingerprintKey,
-            validator: validator, policy: policy, now: now)
+            store: store, keys: SealingKeys(.init(primary: primaryKey, others: otherKeys)), fingerprinter: fingerprinter,
+            validator: validator, policy: policy, cvcs: cvcs, now: now)
     }
 
     /// A tokenizer over reloadable keys.
     public init(
-        store: any TokenStore, keys: SealingKeys, fingerprintKey: FingerprintKey,
-        validator: CardValidator = CardValidator(), policy: TokenPolicy = TokenPolicy(), now: @escaping @Sendable () -> Date = Date.init
+        store: any TokenStore, keys: SealingKeys, fingerprinter: (any Fingerprinter)? = nil,
+        validator: CardValidator = CardValidator(), policy: TokenPolicy = TokenPolicy(), cvcs: HeldCVCs = HeldCVCs(),
+        now: @escaping @Sendable () -> Date = Date.init
     ) {
         self.store = store
         self.keys = keys
-        self.fingerprintKey = fingerprintKey
+        self.fingerprinter = fingerprinter
+        self.cvcs = cvcs
         self.validator = validator
         self.policy = policy
         self.now = now
@@ -51,7 +58,7 @@ public struct Tokenizer: Sendable {
     public func tokenize(_ card: CardData) async throws(VaultError) -> TokenRecord {
         let t = now()
         let month = CalendarMonth(date: t)
-        let envelope = try CardEnvelope.seal(card, to: keys.snapshot.primary, fingerprintKey: fingerprintKey, validator: validator, now: month)
+        let envelope = try CardEnvelope.seal(card, to: keys.snapshot.primary, validator: validator, now: month)
         return try await store(envelope, at: t)
     }
 
@@ -81,9 +88,14 @@ public struct Tokenizer: Sendable {
         }
         let digits: (String) -> Bool = { $0.utf8.allSatisfy { $0 >= 48 && $0 <= 57 } }
         guard spec.lengths.contains(c.length), c.bin.count == CardNumberInfo.binLength(forLength: c.length), digits(c.bin),
-              c.last4.count == 4, digits(c.last4), c.fingerprint.map({ $0.count == 64 }) ?? true
+              c.last4.count == 4, digits(c.last4)
         else {
-            throw VaultError(.envelopeMetadataInvalid, "card metadata is not consistent (length, bin, last4 or fingerprint)", field: "envelope.card")
+            throw VaultError(.envelopeMetadataInvalid, "card metadata is not consistent (length, bin or last4)", field: "envelope.card")
+        }
+        // Envelopes sealed today carry no fingerprint (DESIGN §4); an older one may, in the
+        // documented form only. The gateway checks it when it fingerprints the envelope.
+        if let fp = c.fingerprint, !FingerprintAnswer.isWellFormed(fp) {
+            throw VaultError(.envelopeMetadataInvalid, "card.fingerprint is 64 lowercase hex characters (or absent)", field: "envelope.card.fingerprint")
         }
         let t = now()
         let expiry: CardExpiry
@@ -104,10 +116,58 @@ public struct Tokenizer: Sendable {
         guard RandomID.isWellFormed(token, prefix: "tok_") else {
             throw VaultError(.tokenNotFound, "no such token", field: "token")
         }
+        let t = now()
         let found: TokenRecord?
-        do throws(TokenStoreError) { found = try await store.get(token, now: now()) } catch { throw VaultError(store: error) }
-        guard let found else { throw VaultError(.tokenNotFound, "no such token (or it expired)", field: "token") }
+        do throws(TokenStoreError) { found = try await store.get(token, now: t) } catch { throw VaultError(store: error) }
+        guard var found else { throw VaultError(.tokenNotFound, "no such token (or it expired)", field: "token") }
+        if let held = cvcs.field(for: token, sealedKey: found.envelope.sealedKey, now: t) {
+            found.cvcField = held.field
+            found.cvcExpiresAt = held.expiresAt
+        }
         return found
+    }
+
+    /// Drops the CVC of a token (before its first authorization leaves). False when none was held.
+    @discardableResult
+    public func dropCVC(_ token: String) -> Bool { cvcs.drop(token) }
+
+    /// Deletes expired tokens from the store and drops CVCs past their TTL.
+    public func purgeExpired() async throws(TokenStoreError) -> PurgeResult {
+        let t = now()
+        let dropped = cvcs.purge(now: t)
+        var result = try await store.purgeExpired(now: t)
+        result.cvcsDropped += dropped
+        return result
+    }
+
+    /// One pass over live tokens stored without a fingerprint (the gateway was down when they were
+    /// made): asks the gateway in batches and stores the answers. Stops at the first batch the
+    /// gateway cannot answer (the next pass tries again).
+    /// - Returns: fingerprints stored, envelopes the gateway refused, and whether the pass ended
+    ///   because the gateway could not answer.
+    public func fillFingerprints(batch: Int = 64) async throws(VaultError) -> (filled: Int, refused: Int, unavailable: Bool) {
+        guard let fingerprinter else { return (0, 0, true) }
+        var after = "", filled = 0, refused = 0
+        while true {
+            let rows: [TokenRecord]
+            do throws(TokenStoreError) { rows = try await store.withoutFingerprint(after: after, limit: batch, now: now()) } catch {
+                throw VaultError(store: error)
+            }
+            guard let last = rows.last else { return (filled, refused, false) }
+            after = last.token
+            let answers: [FingerprintAnswer]
+            do throws(FingerprintFailure) { answers = try await fingerprinter.fingerprints(of: rows.map(\.envelope)) } catch {
+                return (filled, refused, true)
+            }
+            var found: [(token: String, fingerprint: String)] = []
+            for (row, answer) in zip(rows, answers) {
+                switch answer {
+                case .fingerprint(let fp): found.append((row.token, fp))
+                case .refused: refused += 1
+                }
+            }
+            do throws(TokenStoreError) { filled += try await store.setFingerprints(found) } catch { throw VaultError(store: error) }
+        }
     }
 
     /// Deletes a token and its envelope.
@@ -120,12 +180,32 @@ public struct Tokenizer: Sendable {
 
     private func store(_ envelope: CardEnvelope, at t: Date) async throws(VaultError) -> TokenRecord {
         let cvc = envelope.fields[.cvc]
+        let stored = envelope.droppingCVC()
+        let fingerprint = try await fingerprint(of: stored)
         let record = TokenRecord(
-            token: RandomID.make(prefix: "tok_"), envelope: envelope.droppingCVC(), cvcField: cvc, createdAt: t,
+            token: RandomID.make(prefix: "tok_"), envelope: stored, cvcField: cvc, createdAt: t,
             expiresAt: t.addingTimeInterval(policy.tokenTTL), cvcExpiresAt: cvc == nil ? nil : t.addingTimeInterval(policy.cvcTTL),
-            singleUse: policy.singleUse)
+            singleUse: policy.singleUse, fingerprint: fingerprint)
+        // The store gets the record without its CVC; the CVC is held in memory only.
         do throws(TokenStoreError) { try await store.insert(record) } catch { throw VaultError(store: error) }
+        if let cvc, let expires = record.cvcExpiresAt {
+            cvcs.hold(cvc, token: record.token, sealedKey: stored.sealedKey, expiresAt: expires)
+        }
         return record
+    }
+
+    /// The gateway's fingerprint of `envelope`, nil when it cannot answer now (filled in later).
+    /// - Throws: the gateway's code when it refuses the envelope (tampered, metadata that does
+    ///   not match the card, a kid it does not open): nothing is stored.
+    private func fingerprint(of envelope: CardEnvelope) async throws(VaultError) -> String? {
+        guard let fingerprinter else { return nil }
+        let answers: [FingerprintAnswer]
+        do throws(FingerprintFailure) { answers = try await fingerprinter.fingerprints(of: [envelope]) } catch { return nil }
+        switch answers.first {
+        case .fingerprint(let fp)?: return fp
+        case .refused(let code, let message)?: throw VaultError(VaultError.Code(rawValue: code), message, field: "envelope")
+        case nil: return nil
+        }
     }
 }
 

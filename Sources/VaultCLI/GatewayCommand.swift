@@ -14,7 +14,8 @@ struct GatewayCommand: AsyncParsableCommand {
         abstract: "Run the gateway adapter: open envelopes with the secret key and charge them (own process and socket).",
         discussion: """
             The keys directory holds secret keys (*.key, mode 0600; passphrase-protected ones need \
-            --passphrase-file or the `passphrase` credential) and optionally fingerprint.fk; without \
+            --passphrase-file or the `passphrase` credential) and fingerprint.fk, the key of card \
+            fingerprints, which only the gateway holds (POST /v1/fingerprints answers the sidecar); without \
             --keys, $CREDENTIALS_DIRECTORY (systemd LoadCredential=) is used. With a key ring \
             (--ring, or ring.json in the keys directory) only its primary and active kids open. Core \
             dumps are disabled before a key is loaded. Only the uids given with --allow-uid/--allow-user \

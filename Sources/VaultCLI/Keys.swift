@@ -18,7 +18,10 @@ struct Keys: AsyncParsableCommand {
               vault keys rotate --keys Keys --secret-dir /etc/vault/gateway-keys --gateway /run/vault-gateway/gateway.sock
               vault keys retire 0123456789abcdef --keys Keys --store sqlite:/var/lib/vault-sidecar/vault.sqlite
             """,
-        subcommands: [KeysInit.self, KeysList.self, KeysAdd.self, KeysPromote.self, KeysRetire.self, KeysRotate.self, KeysProtect.self]
+        subcommands: [
+            KeysInit.self, KeysList.self, KeysAdd.self, KeysPromote.self, KeysRetire.self, KeysRotate.self, KeysProtect.self,
+            KeysMoveFingerprintKey.self,
+        ]
     )
 }
 

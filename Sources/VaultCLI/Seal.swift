@@ -10,7 +10,9 @@ struct Seal: ParsableCommand {
             Prints vault:v1:<kid>:<base64 of crypto_box_seal(input)>. One trailing newline of the input \
             is dropped. With --lines, each input line is sealed separately (one output line per input \
             line, in order, streaming, on all cores). With --card, the input is a card as JSON \
-            {"number","exp_month","exp_year","cvc","name"} and the output a card envelope v1.
+            {"number","exp_month","exp_year","cvc","name"} and the output a card envelope v1, \
+            without a fingerprint: only the gateway holds the fingerprint key, and it computes \
+            each token's fingerprint when the envelope is tokenized.
 
             Examples:
               printf 'db-password' | vault seal --key Keys/0123456789abcdef.pub
@@ -29,10 +31,9 @@ struct Seal: ParsableCommand {
     @Flag(help: "Read cards as JSON and print card envelopes v1.")
     var card = false
 
-    @Option(help: "With --card: the fingerprint key (default: fingerprint.fk beside --key).")
-    var fingerprintKey: String?
-
-    @Flag(help: "With --card: seal without a fingerprint when no fingerprint key is at hand.")
+    /// Kept so that scripts written for earlier versions still run: envelopes never carry a
+    /// fingerprint now, so this changes nothing.
+    @Flag(help: .hidden)
     var noFingerprint = false
 
     @Option(help: "With --card: accept only these brands (comma separated, e.g. visa,mastercard).")
@@ -52,7 +53,6 @@ struct Seal: ParsableCommand {
             if card {
                 cardContext = CardLineSealer(
                     publicKey: publicKey,
-                    fingerprintKey: try loadFingerprintKey(),
                     validator: CardValidator(acceptedBrands: try acceptedBrands(accept)))
             }
         }
@@ -84,30 +84,16 @@ struct Seal: ParsableCommand {
             }
         }
     }
-
-    private func loadFingerprintKey() throws(VaultError) -> FingerprintKey? {
-        if let fingerprintKey { return try KeyFiles.loadFingerprintKey(path: fingerprintKey) }
-        let beside = directoryOf(key) + "/" + KeyFiles.fingerprintKeyFileName
-        do throws(VaultError) {
-            return try KeyFiles.loadFingerprintKey(path: beside)
-        } catch where error.code == .keyFileNotFound {
-            if noFingerprint { return nil }
-            throw VaultError(
-                .fingerprintKeyMissing,
-                "no fingerprint key at \(beside): make one with `vault keygen --fingerprint --out \(directoryOf(key))`, pass --fingerprint-key FILE, or --no-fingerprint")
-        }
-    }
 }
 
 /// Seals card JSON lines into envelope JSON lines.
 struct CardLineSealer: Sendable {
     let publicKey: PublicKey
-    let fingerprintKey: FingerprintKey?
     let validator: CardValidator
 
     func envelopeJSON(_ input: UnsafeRawBufferPointer) throws(VaultError) -> String {
         let card = try CardData.parseJSON(StandardIO.droppingTrailingNewline(input))
-        return try CardEnvelope.seal(card, to: publicKey, fingerprintKey: fingerprintKey, validator: validator).json
+        return try CardEnvelope.seal(card, to: publicKey, validator: validator).json
     }
 
     var maxOutput: @Sendable (Int) -> Int { { 1024 + $0 * 2 } }

@@ -17,8 +17,9 @@ struct Serve: AsyncParsableCommand {
             Every setting has a default, so a bare `vault serve` works in a directory with Keys/<kid>.pub. \
             Settings come from flags, then VAULT_SIDECAR_<SETTING> environment variables, then the \
             "sidecar" section of --config (or $VAULT_CONFIG), then defaults (docs/configuration.md). \
-            The keys directory holds public keys, ring.json and fingerprint.fk (created on first start); \
-            a secret key there is refused (SECRET_KEY_REFUSED). SIGHUP reloads the keys and the key \
+            The keys directory holds public keys and ring.json only: a secret key there is refused \
+            (SECRET_KEY_REFUSED), and so is the fingerprint key (FINGERPRINT_KEY_REFUSED: it lives \
+            with the gateway, which computes each token's fingerprint). SIGHUP reloads the keys and the key \
             ring without dropping connections; SIGTERM or SIGINT stops gracefully.
 
             Examples:
@@ -46,7 +47,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Token store: sqlite:PATH or postgres://user@host/db (or ?host=/socket/dir). Default sqlite:vault.sqlite.")
     var store: String?
 
-    @Option(help: "Keys directory (public keys, ring.json, fingerprint.fk; never secret keys). Default Keys.")
+    @Option(help: "Keys directory (public keys and ring.json; never secret or fingerprint keys). Default Keys.")
     var keys: String?
 
     @Option(help: "Token lifetime in seconds (default 900).")

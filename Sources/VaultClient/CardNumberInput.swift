@@ -105,12 +105,11 @@ public final class CardNumberInput: @unchecked Sendable {
     /// Seals the number with the rest of the card into an envelope (public key only).
     /// - Throws: the card-rules codes of `CardEnvelope.seal`.
     public func seal(
-        expiry: CardExpiry, cvc: SecureBytes?, name: SecureBytes?, to publicKey: PublicKey,
-        fingerprintKey: FingerprintKey? = nil
+        expiry: CardExpiry, cvc: SecureBytes?, name: SecureBytes?, to publicKey: PublicKey
     ) throws(VaultError) -> CardEnvelope {
         let number = lock.withLock { digits }
         let card = try CardData(number: number, expiry: expiry, cvc: cvc, name: name)
-        return try CardEnvelope.seal(card, to: publicKey, fingerprintKey: fingerprintKey, validator: validator)
+        return try CardEnvelope.seal(card, to: publicKey, validator: validator)
     }
 
     private func append(_ more: some Collection<UInt8>) -> Event {

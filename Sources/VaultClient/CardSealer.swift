@@ -10,23 +10,20 @@ import VaultCrypto
 public struct CardSealer: Sendable {
     /// The key cards are sealed to.
     public let publicKey: PublicKey
-    /// The fingerprint key, when this caller has one (the sidecar does; most callers do not).
-    public let fingerprintKey: FingerprintKey?
     /// The card rules applied before sealing.
     public let validator: CardValidator
 
-    /// A sealer for `publicKey`.
-    public init(publicKey: PublicKey, fingerprintKey: FingerprintKey? = nil, validator: CardValidator = CardValidator()) {
+    /// A sealer for `publicKey`. Callers never hold the fingerprint key: the gateway computes
+    /// fingerprints (DESIGN §4), so envelopes sealed here carry none.
+    public init(publicKey: PublicKey, validator: CardValidator = CardValidator()) {
         self.publicKey = publicKey
-        self.fingerprintKey = fingerprintKey
         self.validator = validator
     }
 
     /// A sealer for the public key in `publicKeyFile`.
     /// - Throws: the key-file codes of `KeyFiles.loadPublicKey`.
-    public init(publicKeyFile: String, fingerprintKeyFile: String? = nil, validator: CardValidator = CardValidator()) throws(VaultError) {
-        let fk = try fingerprintKeyFile.map { (p) throws(VaultError) in try KeyFiles.loadFingerprintKey(path: p) }
-        self.init(publicKey: try KeyFiles.loadPublicKey(path: publicKeyFile), fingerprintKey: fk, validator: validator)
+    public init(publicKeyFile: String, validator: CardValidator = CardValidator()) throws(VaultError) {
+        self.init(publicKey: try KeyFiles.loadPublicKey(path: publicKeyFile), validator: validator)
     }
 
     /// Validates a card number given as ASCII (spaces and dashes allowed); stores nothing.
@@ -44,7 +41,7 @@ public struct CardSealer: Sendable {
     /// Validates and seals a card.
     /// - Throws: the codes of `CardEnvelope.seal`.
     public func seal(_ card: CardData) throws(VaultError) -> CardEnvelope {
-        try CardEnvelope.seal(card, to: publicKey, fingerprintKey: fingerprintKey, validator: validator)
+        try CardEnvelope.seal(card, to: publicKey, validator: validator)
     }
 
     /// Reads a card from JSON bytes (`{"number","exp_month","exp_year","cvc","name"}`) and seals it.

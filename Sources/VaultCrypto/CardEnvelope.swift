@@ -63,24 +63,24 @@ extension CardEnvelope {
     /// Validates `card` and seals it to `publicKey`.
     ///
     /// The card must have a known brand, a valid length and Luhn digit, an expiry that has not
-    /// passed, and a CVC of its brand's length when given. The fingerprint is made when
-    /// `fingerprintKey` is given.
+    /// passed, and a CVC of its brand's length when given. The envelope carries no fingerprint:
+    /// only the gateway zone holds the fingerprint key (DESIGN §4), and the gateway computes it.
     /// - Throws: the card-rules codes (`LUHN_CHECK_FAILED`, `UNKNOWN_CARD_BRAND`,
     ///   `INVALID_CARD_LENGTH`, `BRAND_NOT_ACCEPTED`, `CARD_EXPIRED`, `EXPIRY_TOO_FAR`,
     ///   `INVALID_CVC_LENGTH`, `CVC_MALFORMED`…) with the field they concern, `INPUT_TOO_LARGE`
     ///   for a name over `CardData.maxNameBytes`.
     public static func seal(
-        _ card: CardData, to publicKey: PublicKey, fingerprintKey: FingerprintKey?,
+        _ card: CardData, to publicKey: PublicKey,
         validator: CardValidator = CardValidator(), now: CalendarMonth = .current
     ) throws(VaultError) -> CardEnvelope {
-        let metadata = try validate(card, fingerprintKey: fingerprintKey, validator: validator, now: now)
+        let metadata = try validate(card, validator: validator, now: now)
         return seal(card, metadata: metadata, to: publicKey)
     }
 
     /// Checks a card against the rules and returns its metadata (no sealing).
     /// - Throws: as `seal`.
     public static func validate(
-        _ card: CardData, fingerprintKey: FingerprintKey?, validator: CardValidator = CardValidator(),
+        _ card: CardData, validator: CardValidator = CardValidator(),
         now: CalendarMonth = .current
     ) throws(VaultError) -> CardMetadata {
         let info = card.number.withUnsafeBytes { validator.validate(digits: $0) }
@@ -103,8 +103,7 @@ extension CardEnvelope {
             let bad = name.withUnsafeBytes { $0.contains { $0 < 0x20 || $0 == 0x7f } || !JSONReader.isValidUTF8($0) }
             if bad { throw VaultError(Code(rawValue: "CARD_NAME_INVALID"), "the cardholder name has control characters or is not UTF-8", field: "card.name") }
         }
-        let fingerprint = fingerprintKey.map { key in card.number.withUnsafeBytes { key.fingerprint(ofDigits: $0) } }
-        return CardMetadata(info: info, expiry: card.expiry, fingerprint: fingerprint)
+        return CardMetadata(info: info, expiry: card.expiry, fingerprint: nil)
     }
 
     /// Seals an already validated card with the given metadata. `id` keeps an envelope's id when

@@ -76,6 +76,27 @@ public enum KeyFiles {
         try writeSecret(SecureBytes.random(count: 32), kind: .fingerprint, path: path)
     }
 
+    /// Copies the fingerprint key at `source` to `destination` (mode 0600, created exclusively).
+    /// - Returns: true when written, false when `destination` already holds the same key.
+    /// - Throws: the codes of `loadFingerprintKey`; `KEY_FILE_EXISTS` when `destination` holds a
+    ///   different fingerprint key (two keys would split every fingerprint in two).
+    public static func copyFingerprintKey(from source: String, to destination: String) throws(VaultError) -> Bool {
+        let key = try loadFingerprintKey(path: source)
+        if access(destination, F_OK) == 0 {
+            let existing = try loadFingerprintKey(path: destination)
+            let probe: [UInt8] = Array("0000000000000000".utf8)
+            let same = probe.withUnsafeBytes { p in existing.fingerprint(ofDigits: p) == key.fingerprint(ofDigits: p) }
+            guard same else {
+                throw VaultError(.keyFileExists, "\(destination) holds a different fingerprint key: keep one (both would split every fingerprint)", field: destination)
+            }
+            return false
+        }
+        try writeSecret(key.bytes, kind: .fingerprint, path: destination)
+        let slash = destination.lastIndex(of: "/")
+        KeyFileIO.syncDirectory(slash.map { String(destination[..<$0]) } ?? ".")
+        return true
+    }
+
     /// Whether the file at `path` starts like a passphrase-protected secret key.
     public static func isProtected(path: String) -> Bool {
         let fd = open(path, O_RDONLY | O_CLOEXEC)

@@ -7,11 +7,14 @@ import CardRules
 /// (`ENVELOPE_KEY_CORRUPT`), every field authenticates under its own slot and envelope id
 /// (`ENVELOPE_FIELD_CORRUPT`), each plaintext has its slot's form (`ENVELOPE_FIELD_INVALID`), and
 /// the metadata re-derived from the opened PAN and expiry equals the envelope's `card`
-/// (`ENVELOPE_METADATA_MISMATCH`; the fingerprint too when a fingerprint key is given).
+/// (`ENVELOPE_METADATA_MISMATCH`; a fingerprint the envelope carries too, when the opener has the
+/// fingerprint key). The fingerprint key lives here, in the gateway zone, and nowhere else
+/// (DESIGN §4): `fingerprint(of:)` is how the sidecar gets a token's fingerprint.
 public struct EnvelopeOpener: Sendable {
     /// The secret keys.
     public let ring: KeyRing
-    /// When set, the fingerprint is re-derived and checked as well.
+    /// The fingerprint key (gateway zone only). When set, a fingerprint carried by an envelope is
+    /// re-derived and checked, and `fingerprint(of:)` answers.
     public let fingerprintKey: FingerprintKey?
     /// The card rules used to re-derive metadata.
     public let validator: CardValidator
@@ -84,9 +87,12 @@ public struct EnvelopeOpener: Sendable {
             throw VaultError(.envelopeFieldInvalid, "the opened pan is not a card number", field: "fields.pan")
         }
         let info = card.number.withUnsafeBytes { validator.validate(digits: $0) }
-        let fingerprint = fingerprintKey.map { k in card.number.withUnsafeBytes { k.fingerprint(ofDigits: $0) } }
+        // An envelope carries a fingerprint only if an earlier version sealed it with the key; the
+        // key is needed to check it, and without it the field is not trusted for anything.
         var derived = CardMetadata(info: info, expiry: expiry, fingerprint: envelope.card.fingerprint)
-        if let fingerprint { derived.fingerprint = fingerprint }
+        if envelope.card.fingerprint != nil, let k = fingerprintKey {
+            derived.fingerprint = card.number.withUnsafeBytes { k.fingerprint(ofDigits: $0) }
+        }
         if let cvc, let code = cvc.withUnsafeBytes({ validator.validateCVC($0, brand: info.brand) }) {
             throw VaultError(.envelopeFieldInvalid, "the opened cvc is not valid for the card's brand (\(code))", field: "fields.cvc")
         }
@@ -97,6 +103,17 @@ public struct EnvelopeOpener: Sendable {
                 field: "card")
         }
         return OpenedCard(card: card, metadata: envelope.card, envelopeID: envelope.id, kid: envelope.kid)
+    }
+
+    /// Opens and checks `envelope` as `open` does and answers only its fingerprint: keyed
+    /// BLAKE2b-256 of the PAN digits, 64 lowercase hex characters. The opened card is wiped on return.
+    /// - Throws: `FINGERPRINT_KEY_MISSING` when this opener has no fingerprint key; the codes of `open`.
+    public func fingerprint(of envelope: CardEnvelope) throws(VaultError) -> String {
+        guard let fingerprintKey else {
+            throw VaultError(.fingerprintKeyMissing, "the gateway has no fingerprint key (fingerprint.fk in its keys directory)")
+        }
+        let opened = try open(envelope)
+        return opened.card.number.withUnsafeBytes { fingerprintKey.fingerprint(ofDigits: $0) }
     }
 
     /// Names the metadata keys that differ (never their values, which could be PAN digits).

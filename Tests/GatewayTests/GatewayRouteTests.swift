@@ -31,7 +31,7 @@ import VaultOpen
             let card = try CardData(
                 number: SecureBytes(Array(pan.utf8)), expiry: CardExpiry(month: 12, year: year), cvc: cvc.map { SecureBytes(Array($0.utf8)) })
             // Sealed "in" 2020 so that a card that has expired since can still be sealed.
-            return try CardEnvelope.seal(card, to: key ?? publicKey, fingerprintKey: nil, now: CalendarMonth(year: 2020, month: 1))
+            return try CardEnvelope.seal(card, to: key ?? publicKey, now: CalendarMonth(year: 2020, month: 1))
         }
 
         static let threeDSKey = Array(repeating: UInt8(7), count: 32)

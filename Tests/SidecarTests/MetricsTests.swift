@@ -17,8 +17,7 @@ import VaultCrypto
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let store = try SQLiteTokenStore(path: dir + "/t.sqlite")
         let tokenizer = Tokenizer(
-            store: store, primaryKey: try PublicKey(rawBytes: Array(repeating: 9, count: 32)),
-            fingerprintKey: try FingerprintKey(secureBytes: SecureBytes(Array(repeating: 4, count: 32))))
+            store: store, primaryKey: try PublicKey(rawBytes: Array(repeating: 9, count: 32)))
         let metrics = SidecarMetrics()
         let router = Router()
         router.add(middleware: MetricsMiddleware(metrics: metrics))
@@ -73,16 +72,17 @@ import VaultCrypto
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let store = try SQLiteTokenStore(path: dir + "/t.sqlite")
         let metrics = SidecarMetrics()
+        final class Clock: @unchecked Sendable { var now = Date() }
+        let clock = Clock()
         let tokenizer = Tokenizer(
             store: store, primaryKey: try PublicKey(rawBytes: Array(repeating: 9, count: 32)),
-            fingerprintKey: try FingerprintKey(secureBytes: SecureBytes(Array(repeating: 4, count: 32))),
-            policy: TokenPolicy(tokenTTL: 60, cvcTTL: 10))
+            policy: TokenPolicy(tokenTTL: 60, cvcTTL: 10), now: { clock.now })
         let card = try CardData(
             number: SecureBytes(Array("4242424242424242".utf8)), expiry: CardExpiry(month: 12, year: 2030), cvc: SecureBytes(Array("123".utf8)))
         _ = try await tokenizer.tokenize(card)
         _ = try await tokenizer.tokenize(card)
-        let later = Date().addingTimeInterval(30)
-        let sweeper = TokenSweeper(store: store, logger: .init(label: "test"), metrics: metrics, now: { later })
+        clock.now = clock.now.addingTimeInterval(30)
+        let sweeper = TokenSweeper(tokenizer: tokenizer, logger: .init(label: "test"), metrics: metrics)
         #expect(await sweeper.sweep() == PurgeResult(tokensDeleted: 0, cvcsDropped: 2))
         let text = String(decoding: metrics.exposition(), as: UTF8.self)
         #expect(text.contains("vault_sweeper_cvcs_dropped_total 2"), "\(text)")

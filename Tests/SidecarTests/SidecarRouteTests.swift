@@ -18,8 +18,7 @@ import VaultCrypto
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let store = try SQLiteTokenStore(path: dir + "/t.sqlite")
         let tokenizer = Tokenizer(
-            store: store, primaryKey: publicKey,
-            fingerprintKey: try FingerprintKey(secureBytes: SecureBytes(Array(repeating: 4, count: 32))))
+            store: store, primaryKey: publicKey)
         let router = Router()
         SidecarRoutes(tokenizer: tokenizer).register(on: router)
         try await Application(router: router).test(.router) { client in try await body(client, store) }
@@ -61,12 +60,12 @@ import VaultCrypto
     @Test func acceptsEnvelopesSealedByCallers() async throws {
         try await withApp { client, store in
             let card = try CardData(number: SecureBytes(Array("5555555555554444".utf8)), expiry: CardExpiry(month: 1, year: 2031))
-            let envelope = try CardEnvelope.seal(card, to: publicKey, fingerprintKey: nil)
+            let envelope = try CardEnvelope.seal(card, to: publicKey)
             let (status, body, _) = try await post(client, "/v1/tokens", "{\"envelope\":\(envelope.json)}")
             #expect(status == .created)
             #expect((body["card"] as? [String: Any])?["brand"] as? String == "mastercard")
             let other = try PublicKey(rawBytes: Array(repeating: 1, count: 32))
-            let foreign = try CardEnvelope.seal(card, to: other, fingerprintKey: nil)
+            let foreign = try CardEnvelope.seal(card, to: other)
             let (s2, b2, _) = try await post(client, "/v1/tokens", "{\"envelope\":\(foreign.json)}")
             #expect(s2 == .unprocessableContent)
             #expect((b2["error"] as? [String: Any])?["code"] as? String == "KEY_MISMATCH")

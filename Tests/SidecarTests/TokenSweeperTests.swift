@@ -16,11 +16,10 @@ import VaultCrypto
         let clock = Clock()
         let tokenizer = Tokenizer(
             store: store, primaryKey: try PublicKey(rawBytes: Array(repeating: 3, count: 32)),
-            fingerprintKey: try FingerprintKey(secureBytes: SecureBytes(Array(repeating: 2, count: 32))),
             policy: TokenPolicy(tokenTTL: 600, cvcTTL: 60), now: { clock.now })
         let card = try CardData(number: SecureBytes(Array("4242424242424242".utf8)), expiry: .init(month: 12, year: 2030), cvc: SecureBytes(Array("123".utf8)))
         let a = try await tokenizer.tokenize(card)
-        let sweeper = TokenSweeper(store: store, logger: Logger(label: "test"), now: { clock.now })
+        let sweeper = TokenSweeper(tokenizer: tokenizer, logger: Logger(label: "test"))
         #expect(await sweeper.sweep() == PurgeResult(tokensDeleted: 0, cvcsDropped: 0))
         clock.now = clock.now.addingTimeInterval(61)
         #expect(await sweeper.sweep() == PurgeResult(tokensDeleted: 0, cvcsDropped: 1))

@@ -21,7 +21,7 @@ import VaultCrypto
     /// A tokenizer over `keys` with a fresh SQLite store and a fixed clock (January 2027).
     func make(_ keys: SealingKeys) async throws -> (Tokenizer, any TokenStore, @Sendable () -> Void) {
         let h = try await Backend.sqlite.make()
-        let t = Tokenizer(store: h.store, keys: keys, fingerprintKey: fingerprintKey, now: { Date(timeIntervalSince1970: 1_800_000_000) })
+        let t = Tokenizer(store: h.store, keys: keys, now: { Date(timeIntervalSince1970: 1_800_000_000) })
         return (t, h.store, { Task { await h.cleanup() } })
     }
 
@@ -31,7 +31,7 @@ import VaultCrypto
 
     /// An envelope sealed (by a caller) to `key`.
     static func sealed(to key: PublicKey) throws -> CardEnvelope {
-        try CardEnvelope.seal(testCard(), to: key, fingerprintKey: fingerprintKey, now: CalendarMonth(year: 2026, month: 11))
+        try CardEnvelope.seal(testCard(), to: key, now: CalendarMonth(year: 2026, month: 11))
     }
 
     /// An envelope sealed to a retired kid is refused with KEY_RETIRED and nothing is stored.

@@ -78,6 +78,21 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
                     let data = out.fileHandleForReading.readDataToEndOfFile()
                     p.waitUntilExit()
                     return String(decoding: data, as: UTF8.self)
+                },
+                rawFiles: {
+                    // The server's own files for this database and its WAL, after a checkpoint
+                    // (scripts/test keeps the cluster in <dir>/data beside its socket).
+                    try await admin.client.query("CHECKPOINT")
+                    var oid: Int64?
+                    for try await o in try await admin.client.query(
+                        "SELECT oid::BIGINT FROM pg_database WHERE datname = \(database)").decode(Int64.self) { oid = o }
+                    let data = socketDir + "/data"
+                    var out: [String] = []
+                    for sub in ["base/\(oid ?? -1)", "pg_wal"] {
+                        let d = data + "/" + sub
+                        for name in (try? FileManager.default.contentsOfDirectory(atPath: d)) ?? [] { out.append(d + "/" + name) }
+                    }
+                    return out
                 })
         }
     }
@@ -94,6 +109,8 @@ struct StoreHarness: Sendable {
     var customers: @Sendable () async throws -> any CustomerStore
     /// A plain-text dump of the store (pg_dump for PostgreSQL; nil for SQLite, whose files are read).
     var dump: @Sendable () throws -> String? = { nil }
+    /// The database server's own files for this store (PostgreSQL: its data files and WAL).
+    var rawFiles: @Sendable () async throws -> [String] = { [] }
 }
 
 final class Box: @unchecked Sendable { var clients: [RunningClient] = [] }
@@ -113,13 +130,12 @@ final class RunningClient: @unchecked Sendable {
 }
 
 let publicKey = try! PublicKey(rawBytes: Array(repeating: 7, count: 32))
-let fingerprintKey = try! FingerprintKey(secureBytes: SecureBytes(Array(repeating: 5, count: 32)))
 
 func sampleEnvelope(_ number: String = "4242424242424242", cvc: String? = "123", name: String? = nil) throws -> CardEnvelope {
     let card = try CardData(
         number: SecureBytes(Array(number.utf8)), expiry: CardExpiry(month: 12, year: 2030),
         cvc: cvc.map { SecureBytes(Array($0.utf8)) }, name: name.map { SecureBytes(Array($0.utf8)) })
-    return try CardEnvelope.seal(card, to: publicKey, fingerprintKey: fingerprintKey, now: CalendarMonth(year: 2026, month: 11))
+    return try CardEnvelope.seal(card, to: publicKey, now: CalendarMonth(year: 2026, month: 11))
 }
 
 func record(_ envelope: CardEnvelope, token: String = RandomID.make(prefix: "tok_"), at t: Date = Date(), ttl: Double = 900, cvcTTL: Double = 300) -> TokenRecord {
@@ -141,8 +157,9 @@ func record(_ envelope: CardEnvelope, token: String = RandomID.make(prefix: "tok
         let got = try #require(try await store.get(r.token, now: now))
         #expect(got.token == r.token)
         #expect(got.envelope == r.envelope)
-        #expect(got.cvcField == r.cvcField)
-        #expect(got.fullEnvelope == r.fullEnvelope)
+        // The store never keeps a CVC (HeldCVCs does, in memory): it comes back without one.
+        #expect(r.cvcField != nil && got.cvcField == nil && got.cvcExpiresAt == nil)
+        #expect(got.fullEnvelope == r.envelope)
         #expect(got.card == r.card)
         #expect(got.expiresAt == r.expiresAt)
         #expect(got.singleUse)
@@ -221,31 +238,37 @@ func record(_ envelope: CardEnvelope, token: String = RandomID.make(prefix: "tok
         let b = record(try sampleEnvelope("5555555555554444"), at: t0, ttl: 1200, cvcTTL: 60)
         let c = record(try sampleEnvelope("378282246310005", cvc: nil), at: t0, ttl: 1200)
         for r in [a, b, c] { try await store.insert(r) }
-        // Past the CVC TTL: the CVC is no longer returned, even before a purge.
-        #expect(try await store.get(a.token, now: t0.addingTimeInterval(61))?.cvcField == nil)
-        #expect(try await store.get(a.token, now: t0.addingTimeInterval(59))?.cvcField != nil)
-        // Past a's TTL: a is gone for readers, then purged; b loses its CVC; c had none.
+        // Past a's TTL: a is gone for readers, then purged; the store held no CVC to drop.
+        #expect(try await store.get(a.token, now: t0.addingTimeInterval(599)) != nil)
         #expect(try await store.get(a.token, now: t0.addingTimeInterval(600)) == nil)
         let purged = try await store.purgeExpired(now: t0.addingTimeInterval(700))
-        #expect(purged == PurgeResult(tokensDeleted: 1, cvcsDropped: 1))
+        #expect(purged == PurgeResult(tokensDeleted: 1, cvcsDropped: 0))
         #expect(try await store.count() == 2)
-        let bAfter = try #require(try await store.get(b.token, now: t0.addingTimeInterval(700)))
-        #expect(bAfter.cvcField == nil && bAfter.fullEnvelope.fields[.cvc] == nil)
         #expect(try await store.purgeExpired(now: t0.addingTimeInterval(700)) == PurgeResult(tokensDeleted: 0, cvcsDropped: 0))
     }
 
     @Test(arguments: Backend.available)
-    func dropCVC(_ backend: Backend) async throws {
+    func fingerprintsAreFilledOnceAndListed(_ backend: Backend) async throws {
         let h = try await backend.make()
         let store = h.store
         defer { Task { await h.cleanup() } }
-        let r = record(try sampleEnvelope())
-        try await store.insert(r)
-        #expect(try await store.dropCVC(r.token))
-        #expect(try await store.dropCVC(r.token) == false)
-        let got = try #require(try await store.get(r.token, now: Date()))
-        #expect(got.cvcField == nil)
-        #expect(got.envelope.fields[.pan] == r.envelope.fields[.pan])
+        let now = Date()
+        var a = record(try sampleEnvelope(), at: now)
+        a.fingerprint = String(repeating: "a", count: 64)
+        let b = record(try sampleEnvelope("5555555555554444"), at: now)
+        let c = record(try sampleEnvelope("378282246310005", cvc: nil), at: now)
+        for r in [a, b, c] { try await store.insert(r) }
+        #expect(try await store.get(a.token, now: now)?.fingerprint == a.fingerprint)
+        let missing = try await store.withoutFingerprint(after: "", limit: 10, now: now).map(\.token)
+        #expect(missing == [b.token, c.token].sorted())
+        let first = try #require(missing.first)
+        #expect(try await store.withoutFingerprint(after: first, limit: 10, now: now).map(\.token) == Array(missing.dropFirst()))
+        let fp = String(repeating: "b", count: 64)
+        // Only tokens without one are set; a's stays.
+        #expect(try await store.setFingerprints([(b.token, fp), (a.token, fp)]) == 1)
+        #expect(try await store.get(b.token, now: now)?.card.fingerprint == fp)
+        #expect(try await store.get(a.token, now: now)?.fingerprint == a.fingerprint)
+        #expect(try await store.withoutFingerprint(after: "", limit: 10, now: now).map(\.token) == [c.token])
     }
 
     @Test(arguments: Backend.available)
@@ -268,7 +291,7 @@ func record(_ envelope: CardEnvelope, token: String = RandomID.make(prefix: "tok
         let h = try await backend.make()
         let store = h.store
         defer { Task { await h.cleanup() } }
-        let tokenizer = Tokenizer(store: store, primaryKey: publicKey, fingerprintKey: fingerprintKey)
+        let tokenizer = Tokenizer(store: store, primaryKey: publicKey)
         let pans = ["4242424242424242", "5555555555554444", "378282246310005", "6011111111111117"]
         for pan in pans {
             let card = try CardData(
@@ -291,6 +314,91 @@ func record(_ envelope: CardEnvelope, token: String = RandomID.make(prefix: "tok
             scanned += dump.utf8.count
         }
         #expect(scanned > 0)
+    }
+}
+
+extension StoreSuiteTests {
+    /// Issue 19, item 5: a CVC never reaches a database file, so no WAL frame, free page, dead row
+    /// version or dump can give it back after authorization. Every store file (SQLite: the file,
+    /// its WAL and shm; PostgreSQL: pg_dump, the database's data files and the server's WAL after
+    /// a checkpoint) is scanned for each CVC's sealed field.
+    @Test(arguments: Backend.available)
+    func cvcNeverReachesTheStoreFiles(_ backend: Backend) async throws {
+        let h = try await backend.make()
+        defer { Task { await h.cleanup() } }
+        let tokenizer = Tokenizer(store: h.store, primaryKey: publicKey)
+        var sealedCVCs: [String] = []
+        for (pan, cvc) in [("4242424242424242", "987"), ("5555555555554444", "654"), ("378282246310005", "3210")] {
+            let card = try CardData(
+                number: SecureBytes(Array(pan.utf8)), expiry: CardExpiry(month: 12, year: 2031), cvc: SecureBytes(Array(cvc.utf8)))
+            let r = try await tokenizer.tokenize(card)
+            sealedCVCs.append(try #require(r.cvcField))
+            #expect(try await tokenizer.record(r.token).hasCVC)
+            tokenizer.dropCVC(r.token)   // what the first authorization attempt does
+        }
+        let envelope = try sampleEnvelope("6011111111111117", cvc: "321")
+        let r = try await tokenizer.tokenize(envelope: envelope)
+        sealedCVCs.append(try #require(envelope.fields[.cvc]))
+        tokenizer.dropCVC(r.token)
+        _ = try await tokenizer.purgeExpired()
+
+        var needles: [Data] = []
+        for text in sealedCVCs {
+            needles.append(Data(text.utf8))
+            if let raw = Data(base64Encoded: text) { needles.append(raw.suffix(32)) }   // ciphertext ‖ tag
+        }
+        var scanned = 0
+        for file in h.files + (try await h.rawFiles()) {
+            guard let data = FileManager.default.contents(atPath: file) else { continue }
+            scanned += data.count
+            for n in needles { #expect(data.range(of: n) == nil, "\(file) holds a sealed CVC") }
+        }
+        if let dump = try h.dump() {
+            scanned += dump.utf8.count
+            for text in sealedCVCs { #expect(!dump.contains(text), "the dump holds a sealed CVC") }
+        }
+        #expect(scanned > 0)
+    }
+
+    /// A SQLite store made before CVCs left the store (a `cvc` column with sealed CVCs in the
+    /// file, the WAL and free pages) is emptied and rebuilt when opened: none is left anywhere.
+    @Test func anOlderSQLiteStoreLosesItsCVCsOnUpgrade() async throws {
+        let dir = NSTemporaryDirectory() + "vault-upgrade-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/tokens.sqlite"
+        // What the previous version wrote: migration v1 only, CVC fields in the cvc column, some
+        // dropped (UPDATE … SET cvc = NULL) the way it did after an authorization.
+        var fields: [String] = []
+        do {
+            let queue = try DatabaseQueue(path: path)
+            try await queue.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA journal_mode = WAL") }
+            var v1 = DatabaseMigrator()
+            v1.registerMigration("v1") { db in
+                try db.execute(sql: """
+                    CREATE TABLE tokens (token TEXT PRIMARY KEY NOT NULL, envelope TEXT NOT NULL, cvc TEXT, brand TEXT NOT NULL,
+                        bin TEXT NOT NULL, last4 TEXT NOT NULL, fingerprint TEXT, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,
+                        cvc_expires_at INTEGER, single_use INTEGER NOT NULL);
+                    """)
+            }
+            try v1.migrate(queue)
+            for (i, pan) in ["4242424242424242", "5555555555554444", "6011111111111117"].enumerated() {
+                let e = try sampleEnvelope(pan, cvc: "9\(i)7")
+                fields.append(e.fields[.cvc]!)
+                try await queue.write { db in
+                    try db.execute(
+                        sql: "INSERT INTO tokens VALUES (?, ?, ?, 'visa', '42424242', '4242', NULL, 0, 9999999999999, 9999999999999, 1)",
+                        arguments: [RandomID.make(prefix: "tok_"), e.droppingCVC().json, e.fields[.cvc]])
+                }
+            }
+            try await queue.write { db in try db.execute(sql: "UPDATE tokens SET cvc = NULL WHERE rowid = 1") }
+        }
+        let store = try SQLiteTokenStore(path: path)
+        #expect(try await store.count() == 3)
+        for file in [path, path + "-wal", path + "-shm"] {
+            let data = FileManager.default.contents(atPath: file) ?? Data()
+            for f in fields { #expect(data.range(of: Data(f.utf8)) == nil, "\(file) still holds a sealed CVC") }
+        }
     }
 }
 

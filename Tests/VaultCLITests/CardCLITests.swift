@@ -17,7 +17,7 @@ import Testing
         #expect(card["brand"] as? String == "visa")
         #expect(card["bin"] as? String == "42424242")
         #expect(card["last4"] as? String == "4242")
-        #expect((card["fingerprint"] as? String)?.count == 64)
+        #expect(card["fingerprint"] == nil)   // only the gateway computes fingerprints
 
         let py = try interop("open-envelope", keys.key, input: sealed.out)
         #expect(py.status == 0, "\(py.stderr)")
@@ -93,16 +93,24 @@ import Testing
         #expect(onlyMC.stderr.contains("BRAND_NOT_ACCEPTED"))
     }
 
-    @Test func sealCardNeedsAFingerprintKeyOrSaysHow() throws {
+    /// Issue 19, item 1: no caller or CLI sealing path needs or accepts the fingerprint key. A
+    /// fingerprint.fk beside the public key is not read, `--fingerprint-key` is not an option,
+    /// and the envelope carries no fingerprint.
+    @Test func sealCardNeverTakesTheFingerprintKey() throws {
         let keys = try TestKeys()
         defer { keys.remove() }
-        try FileManager.default.removeItem(atPath: "\(keys.dir)/fingerprint.fk")
+        #expect(FileManager.default.fileExists(atPath: "\(keys.dir)/fingerprint.fk"))
         let r = try vault("seal", "--card", "--key", keys.pub, input: cardJSON)
-        #expect(r.status == 2)
-        #expect(r.stderr.contains("FINGERPRINT_KEY_MISSING"))
-        let without = try vault("seal", "--card", "--no-fingerprint", "--key", keys.pub, input: cardJSON)
-        #expect(without.status == 0)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(!r.out.contains("fingerprint"))
+        try FileManager.default.removeItem(atPath: "\(keys.dir)/fingerprint.fk")
+        let without = try vault("seal", "--card", "--key", keys.pub, input: cardJSON)
+        #expect(without.status == 0, "\(without.stderr)")
         #expect(!without.out.contains("fingerprint"))
+        let refused = try vault("seal", "--card", "--fingerprint-key", "\(keys.dir)/x.fk", "--key", keys.pub, input: cardJSON)
+        #expect(refused.status == 64)
+        // Scripts written for earlier versions still run.
+        #expect(try vault("seal", "--card", "--no-fingerprint", "--key", keys.pub, input: cardJSON).status == 0)
     }
 
     @Test func validatePrintsMetadataNeverTheNumber() throws {

@@ -59,7 +59,8 @@ import VaultCrypto
         defer { s.process?.terminate(); s.remove() }
         try s.start()
         #expect(s.process?.isRunning == true)
-        #expect(FileManager.default.fileExists(atPath: s.keys + "/fingerprint.fk"))
+        // The sidecar never makes (or holds) a fingerprint key: only the gateway does.
+        #expect(!FileManager.default.fileExists(atPath: s.keys + "/fingerprint.fk"))
         #expect(try s.curl("GET", "/v1/health").0 == 200)
         var tokens: [String] = []
         for pan in ["4242424242424242", "5555555555554444", "378282246310005"] {
@@ -87,7 +88,6 @@ import VaultCrypto
         s.process!.waitUntilExit()
         #expect(s.process!.terminationStatus == 0)
         let logs = logsBefore + s.logs()
-        #expect(logs.contains("created fingerprint key"))
         #expect(!containsPAN(logs), "a PAN reached the sidecar's log")
         // The SQLite files hold no PAN.
         for f in ["tokens.sqlite", "tokens.sqlite-wal"] {
@@ -104,6 +104,51 @@ import VaultCrypto
         #expect(s.process!.terminationStatus != 0)
         #expect(s.logs().contains("SECRET_KEY_REFUSED"))
         #expect(!FileManager.default.fileExists(atPath: s.socket))
+    }
+
+    /// Issue 19, item 1: a sidecar given the fingerprint key refuses to start (by name, and by
+    /// content under another name), and says how to move it to the gateway.
+    @Test func refusesToStartWithAFingerprintKey() throws {
+        var s = try Sidecar()
+        defer { s.process?.terminate(); s.remove() }
+        #expect(try vault("keygen", "--fingerprint", "--out", s.keys).status == 0)
+        try s.start()
+        s.process!.waitUntilExit()
+        #expect(s.process!.terminationStatus != 0)
+        let logs = s.logs()
+        #expect(logs.contains("FINGERPRINT_KEY_REFUSED") && logs.contains("move-fingerprint-key"), "\(logs)")
+        #expect(!FileManager.default.fileExists(atPath: s.socket))
+        try FileManager.default.moveItem(atPath: s.keys + "/fingerprint.fk", toPath: s.keys + "/notes.txt")
+        try s.start()
+        s.process!.waitUntilExit()
+        #expect(s.process!.terminationStatus != 0)
+        #expect(s.logs().contains("FINGERPRINT_KEY_REFUSED"))
+    }
+
+    /// `vault keys move-fingerprint-key` moves an existing key from a sidecar's directory to the
+    /// gateway's (same key, so stored fingerprints stay valid), refuses a different key there,
+    /// and the sidecar starts afterwards.
+    @Test func movesTheFingerprintKeyToTheGateway() throws {
+        var s = try Sidecar()
+        defer { s.process?.terminate(); s.remove() }
+        #expect(try vault("keygen", "--fingerprint", "--out", s.keys).status == 0)
+        let before = try String(contentsOfFile: s.keys + "/fingerprint.fk", encoding: .utf8)
+        let moved = try vault("keys", "move-fingerprint-key", "--from", s.keys, "--to", s.dir + "/gateway-keys")
+        #expect(moved.status == 0, "\(moved.stderr)")
+        #expect(moved.out.contains("delete as well"))
+        #expect(!FileManager.default.fileExists(atPath: s.keys + "/fingerprint.fk"))
+        let after = try String(contentsOfFile: s.dir + "/gateway-keys/fingerprint.fk", encoding: .utf8)
+        #expect(after == before)
+        let mode = (try FileManager.default.attributesOfItem(atPath: s.dir + "/gateway-keys/fingerprint.fk")[.posixPermissions] as? Int) ?? 0
+        #expect(mode == 0o600)
+        // A different key already at the gateway: refused, nothing removed.
+        #expect(try vault("keygen", "--fingerprint", "--out", s.keys).status == 0)
+        let clash = try vault("keys", "move-fingerprint-key", "--from", s.keys, "--to", s.dir + "/gateway-keys")
+        #expect(clash.status != 0 && clash.stderr.contains("KEY_FILE_EXISTS"))
+        #expect(FileManager.default.fileExists(atPath: s.keys + "/fingerprint.fk"))
+        try FileManager.default.removeItem(atPath: s.keys + "/fingerprint.fk")
+        try s.start()
+        #expect(try s.curl("GET", "/v1/health").0 == 200)
     }
 
     /// A second real uid (nobody) reaches the socket (mode 0666) and is refused by the server,

@@ -9,21 +9,16 @@ import VaultCrypto
 
     @Test func sealsWithMetadataAndFreshIDs() throws {
         let c = try card("4242 4242 4242 4242")
-        let a = try CardEnvelope.seal(c, to: publicKey, fingerprintKey: fingerprintKey, now: fixedNow)
-        let b = try CardEnvelope.seal(c, to: publicKey, fingerprintKey: fingerprintKey, now: fixedNow)
+        let a = try CardEnvelope.seal(c, to: publicKey, now: fixedNow)
+        let b = try CardEnvelope.seal(c, to: publicKey, now: fixedNow)
         #expect(a.id != b.id)
         #expect(a.id.hasPrefix("env_") && a.id.count == 36)
         #expect(a.sealedKey != b.sealedKey)
         #expect(a.fields[.pan] != b.fields[.pan])
         #expect(Set(a.fields.keys) == [.pan, .exp, .cvc, .name])
-        #expect(a.card == CardMetadata(brand: .visa, bin: "42424242", last4: "4242", length: 16, expMonth: 12, expYear: 2030, fingerprint: a.card.fingerprint))
-        // Same card, same fingerprint; the expiry is not part of it.
-        #expect(a.card.fingerprint == b.card.fingerprint)
-        let reissued = try CardEnvelope.seal(try card("4242424242424242", year: 2031), to: publicKey, fingerprintKey: fingerprintKey, now: fixedNow)
-        #expect(reissued.card.fingerprint == a.card.fingerprint)
-        let other = try CardEnvelope.seal(try card("5555555555554444"), to: publicKey, fingerprintKey: fingerprintKey, now: fixedNow)
-        #expect(other.card.fingerprint != a.card.fingerprint)
-        #expect(a.card.fingerprint?.count == 64)
+        // No fingerprint: sealing never holds the fingerprint key (the gateway computes it).
+        #expect(a.card == CardMetadata(brand: .visa, bin: "42424242", last4: "4242", length: 16, expMonth: 12, expYear: 2030, fingerprint: nil))
+        #expect(!a.json.contains("fingerprint"))
         // Sizes: key box is 32 + 48 bytes; a field is 24 + plaintext + 16.
         #expect(Base64Decoding.bytes(a.sealedKey)?.count == 80)
         #expect(Base64Decoding.bytes(a.fields[.pan]!)?.count == 24 + 16 + 16)
@@ -40,7 +35,7 @@ import VaultCrypto
     }
 
     @Test func jsonRoundTripsAndIsStrict() throws {
-        let e = try CardEnvelope.seal(try card("378282246310005", cvc: "1234", name: nil), to: publicKey, fingerprintKey: nil, now: fixedNow)
+        let e = try CardEnvelope.seal(try card("378282246310005", cvc: "1234", name: nil), to: publicKey, now: fixedNow)
         #expect(e.fields[.name] == nil)
         #expect(e.card.fingerprint == nil)
         #expect(e.card.bin == "378282" && e.card.last4 == "0005" && e.card.brand == .amex)
@@ -78,7 +73,7 @@ import VaultCrypto
     ])
     func refusesInvalidNumbers(number: String, code: String, field: String) throws {
         let error = #expect(throws: VaultError.self) {
-            _ = try CardEnvelope.seal(try card(number), to: publicKey, fingerprintKey: nil, now: fixedNow)
+            _ = try CardEnvelope.seal(try card(number), to: publicKey, now: fixedNow)
         }
         #expect(error?.code.rawValue == code)
         #expect(error?.field == field)
@@ -87,18 +82,18 @@ import VaultCrypto
 
     @Test func refusesExpiredCardsBadCVCsAndUnacceptedBrands() throws {
         let expired = #expect(throws: VaultError.self) {
-            _ = try CardEnvelope.seal(try card("4242424242424242", month: 10, year: 2026), to: publicKey, fingerprintKey: nil, now: fixedNow)
+            _ = try CardEnvelope.seal(try card("4242424242424242", month: 10, year: 2026), to: publicKey, now: fixedNow)
         }
         #expect(expired?.code.rawValue == "CARD_EXPIRED")
-        _ = try CardEnvelope.seal(try card("4242424242424242", month: 11, year: 2026), to: publicKey, fingerprintKey: nil, now: fixedNow)
+        _ = try CardEnvelope.seal(try card("4242424242424242", month: 11, year: 2026), to: publicKey, now: fixedNow)
         let amexCVC = #expect(throws: VaultError.self) {
-            _ = try CardEnvelope.seal(try card("378282246310005", cvc: "123"), to: publicKey, fingerprintKey: nil, now: fixedNow)
+            _ = try CardEnvelope.seal(try card("378282246310005", cvc: "123"), to: publicKey, now: fixedNow)
         }
         #expect(amexCVC?.code.rawValue == "INVALID_CVC_LENGTH")
         #expect(amexCVC?.field == "card.cvc")
         let onlyVisa = CardValidator(acceptedBrands: [.visa])
         let brand = #expect(throws: VaultError.self) {
-            _ = try CardEnvelope.seal(try card("5555555555554444"), to: publicKey, fingerprintKey: nil, validator: onlyVisa, now: fixedNow)
+            _ = try CardEnvelope.seal(try card("5555555555554444"), to: publicKey, validator: onlyVisa, now: fixedNow)
         }
         #expect(brand?.code.rawValue == "BRAND_NOT_ACCEPTED")
     }

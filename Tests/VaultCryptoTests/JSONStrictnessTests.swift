@@ -31,7 +31,7 @@ import VaultCrypto
     @Test func handBuiltEnvelopesCannotInjectJSON() throws {
         let real = try CardEnvelope.seal(
             try CardData(number: SecureBytes(Array("4242424242424242".utf8)), expiry: CardExpiry(month: 12, year: 2030)),
-            to: try PublicKey(rawBytes: Array(repeating: 9, count: 32)), fingerprintKey: nil)
+            to: try PublicKey(rawBytes: Array(repeating: 9, count: 32)))
         var forged = real
         forged.sealedKey = #"AAAA","fields":{"pan":"x"},"x":""#
         forged.fields[.pan] = #"AAAA"},"card":{"brand":"amex"#

@@ -1,0 +1,33 @@
+import VaultCrypto
+
+/// Who computes card fingerprints: the gateway, the only zone that holds the fingerprint key and
+/// can open an envelope (DESIGN §4). The sidecar sends envelopes and stores the answers; it never
+/// holds the key, so its files (BIN, last 4 and fingerprint side by side) cannot be brute-forced.
+public protocol Fingerprinter: Sendable {
+    /// The fingerprint of each envelope, in order. Envelopes go out without their CVC field.
+    /// - Throws: `FingerprintFailure.unavailable` when no answer can be had now (the gateway is
+    ///   down or has no fingerprint key): tokens are then stored without a fingerprint and
+    ///   filled in later.
+    func fingerprints(of envelopes: [CardEnvelope]) async throws(FingerprintFailure) -> [FingerprintAnswer]
+}
+
+/// The gateway's answer for one envelope.
+public enum FingerprintAnswer: Sendable, Equatable {
+    /// The keyed fingerprint (64 lowercase hex characters).
+    case fingerprint(String)
+    /// The gateway opened nothing it would charge: a tampered envelope, metadata that does not
+    /// match the card, a kid it does not open. Carries the gateway's code and message.
+    case refused(code: String, message: String)
+}
+
+/// Why no fingerprints could be had.
+public enum FingerprintFailure: Error, Sendable, Equatable {
+    case unavailable(String)
+}
+
+extension FingerprintAnswer {
+    /// Whether `text` is a fingerprint in the documented form: 64 lowercase hex characters.
+    public static func isWellFormed(_ text: String) -> Bool {
+        text.utf8.count == 64 && text.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
+    }
+}
