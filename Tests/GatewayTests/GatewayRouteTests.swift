@@ -272,3 +272,55 @@ final class ThreadSafeBox<T: Sendable>: @unchecked Sendable {
         set { lock.withLock { _value = newValue } }
     }
 }
+
+/// `POST /v1/fingerprints` (issue 19, item 1): the gateway, which alone holds the fingerprint key,
+/// opens each envelope, checks it as for a payment, and answers only the keyed hash of its PAN.
+@Suite struct GatewayFingerprintRouteTests {
+    static func post(_ client: any TestClientProtocol, _ envelopes: [String]) async throws -> (Int, [String: Any], String) {
+        let body = "{\"envelopes\":[" + envelopes.joined(separator: ",") + "]}"
+        return try await client.execute(uri: "/v1/fingerprints", method: .post, headers: [.contentType: "application/json"], body: ByteBuffer(string: body)) { r in
+            let text = String(buffer: r.body)
+            return (Int(r.status.code), (try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]) ?? [:], text)
+        }
+    }
+
+    func withApp(_ f: GatewayRouteTests.Fixture, fingerprintKey: FingerprintKey?, _ body: @escaping @Sendable (any TestClientProtocol) async throws -> Void) async throws {
+        let router = Router()
+        let threeDS = await ThreeDSValidator(apiKey: GatewayRouteTests.Fixture.threeDSKey, issuer: "vault-sandbox-3ds")
+        GatewayRoutes(opener: EnvelopeOpener(ring: f.ring, fingerprintKey: fingerprintKey), processor: try SandboxProcessor(ledgerPath: f.ledger, threeDS: threeDS))
+            .register(on: router)
+        try await Application(router: router).test(.router, body)
+    }
+
+    @Test func answersKeyedFingerprintsAndRefusesTamperedEnvelopes() async throws {
+        let f = try GatewayRouteTests.Fixture()
+        defer { f.remove() }
+        let key = try FingerprintKey(secureBytes: SecureBytes(Array(repeating: 6, count: 32)))
+        let visa = try f.envelope("4242424242424242"), again = try f.envelope("4242424242424242", cvc: nil), mc = try f.envelope("5555555555554444")
+        var swapped = visa
+        swapped.fields[.pan] = mc.fields[.pan]
+        var lying = visa
+        lying.card.last4 = "1111"
+        let batch = [visa.json, again.json, mc.json, swapped.json, lying.json]
+        try await withApp(f, fingerprintKey: key) { client in
+            let (status, json, text) = try await Self.post(client, batch)
+            #expect(status == 200, "\(text)")
+            let data = json["data"] as? [[String: Any]] ?? []
+            #expect(data.count == 5)
+            let expected = Array("4242424242424242".utf8).withUnsafeBytes { key.fingerprint(ofDigits: $0) }
+            #expect(data[0]["fingerprint"] as? String == expected)
+            #expect(data[1]["fingerprint"] as? String == expected)
+            #expect(data[2]["fingerprint"] as? String != expected && (data[2]["fingerprint"] as? String)?.count == 64)
+            #expect((data[3]["error"] as? [String: Any])?["code"] as? String == "ENVELOPE_FIELD_CORRUPT")
+            #expect((data[4]["error"] as? [String: Any])?["code"] as? String == "ENVELOPE_METADATA_MISMATCH")
+            #expect(!text.contains("4242424242424242") && !text.contains("5555555555554444"))
+            let tooMany = try await Self.post(client, Array(repeating: visa.json, count: GatewayRoutes.maxFingerprintBatch + 1))
+            #expect(tooMany.0 == 422, "\(tooMany.2)")
+        }
+        // Without the key the gateway says so; nothing is guessed.
+        try await withApp(f, fingerprintKey: nil) { client in
+            let (status, _, text) = try await Self.post(client, [visa.json])
+            #expect(status == 503 && text.contains("FINGERPRINT_KEY_MISSING"), "\(text)")
+        }
+    }
+}

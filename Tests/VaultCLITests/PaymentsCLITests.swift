@@ -23,8 +23,12 @@ import Testing
                 try FileManager.default.createDirectory(atPath: "\(dir)/\(sub)", withIntermediateDirectories: true)
             }
             let kid = try vault("keygen", "--out", dir + "/gateway-keys").out.trimmingCharacters(in: .whitespacesAndNewlines)
+            self.kid = kid
+            // The fingerprint key lives with the gateway only (DESIGN §4).
+            guard try vault("keygen", "--fingerprint", "--out", dir + "/gateway-keys").status == 0 else { throw TestFailure("fingerprint keygen failed") }
             try FileManager.default.copyItem(atPath: "\(dir)/gateway-keys/\(kid).pub", toPath: "\(dir)/sidecar-keys/\(kid).pub")
         }
+        let kid: String
 
         func startGateway(processor: [String]? = nil, environment: [String: String] = [:]) throws {
             let p = Process()
