@@ -12,6 +12,8 @@ import VaultCrypto
 ///
 /// When the gateway cannot answer (down, slow past `timeout`, no fingerprint key), the answer is
 /// `unavailable`: the token is stored without a fingerprint and `FingerprintFiller` fills it in.
+/// After such a failure, tokenizations do not ask again for `retryAfter` (they answer
+/// `unavailable` at once), so a sidecar whose gateway is down tokenizes at full speed.
 public final class GatewayFingerprinter: Fingerprinter, @unchecked Sendable {
     typealias Waiter = CheckedContinuation<Result<FingerprintAnswer, FingerprintFailure>, Never>
 
@@ -21,9 +23,14 @@ public final class GatewayFingerprinter: Fingerprinter, @unchecked Sendable {
     private let lock = NSLock()
     private var queue: [(json: String, waiter: Waiter)] = []
     private var inFlight = 0
+    private var downUntil: ContinuousClock.Instant?
+    let retryAfter: Duration
 
     /// A fingerprinter over the gateway's socket; one call waits at most `timeout`.
-    public init(gatewaySocket: String, timeout: TimeAmount = .seconds(2), maxBatch: Int = 64, maxInFlight: Int = 2) {
+    public init(
+        gatewaySocket: String, timeout: TimeAmount = .seconds(2), maxBatch: Int = 64, maxInFlight: Int = 2, retryAfter: Duration = .seconds(2)
+    ) {
+        self.retryAfter = retryAfter
         var client = GatewayClient(socketPath: gatewaySocket)
         client.timeout = timeout
         self.client = client
@@ -43,6 +50,7 @@ public final class GatewayFingerprinter: Fingerprinter, @unchecked Sendable {
             }
             return out
         }
+        if isDown() { throw .unavailable("the gateway did not answer a moment ago") }
         let json = envelopes[0].json
         let result = await withCheckedContinuation { (waiter: Waiter) in
             lock.lock()
@@ -82,10 +90,21 @@ public final class GatewayFingerprinter: Fingerprinter, @unchecked Sendable {
         }
     }
 
+    private func isDown() -> Bool {
+        lock.withLock {
+            guard let until = downUntil else { return false }
+            if ContinuousClock.now < until { return true }
+            downUntil = nil
+            return false
+        }
+    }
+
     private func call(_ envelopes: [String]) async throws(FingerprintFailure) -> [FingerprintAnswer] {
         do throws(GatewayClient.Failure) {
             return try await client.fingerprints(ofEnvelopes: envelopes)
         } catch {
+            let until = ContinuousClock.now + retryAfter
+            lock.withLock { downUntil = until }
             switch error {
             case .notSent(let why), .outcomeUnknown(let why): throw .unavailable(why)
             case .refused(_, let code, let message): throw .unavailable("\(code): \(message)")

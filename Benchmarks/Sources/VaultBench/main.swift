@@ -249,15 +249,42 @@ func run(_ concurrency: Int, seconds: Double, _ op: @escaping @Sendable () -> Bo
 
 // 6. The sidecar over its Unix socket: tokenize vs the no-op route (GET /v1/health) of the same
 // server in the same run, at concurrency 1, 8, 64; p50/p99 latency; the sidecar's peak RSS.
-@MainActor func sidecarLoad(vault: String, store: String, label: String) throws {
+// With `withGateway`, a `vault gateway` holding the fingerprint key runs beside it and every
+// tokenize includes the gateway's fingerprint (one open per card, requests batched: DESIGN §4's
+// cost model); without it, tokens are stored awaiting their fingerprint.
+@MainActor func sidecarLoad(vault: String, store: String, label: String, withGateway: Bool = true) throws {
     let dir = NSTemporaryDirectory() + "vault-bench-sidecar-\(getpid())-\(label)"
-    try FileManager.default.createDirectory(atPath: dir + "/keys", withIntermediateDirectories: true)
+    for sub in ["keys", "gk"] { try FileManager.default.createDirectory(atPath: dir + "/" + sub, withIntermediateDirectories: true) }
     defer { try? FileManager.default.removeItem(atPath: dir) }
-    try (pk.text + "\n").write(toFile: dir + "/keys/\(pk.kid).pub", atomically: true, encoding: .utf8)
+    func vaultCommand(_ arguments: [String]) throws -> String {
+        let c = Process()
+        c.executableURL = URL(fileURLWithPath: vault)
+        c.arguments = arguments
+        let out = Pipe()
+        c.standardOutput = out
+        try c.run()
+        c.waitUntilExit()
+        return String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+    let kid = try vaultCommand(["keygen", "--out", dir + "/gk"])
+    _ = try vaultCommand(["keygen", "--fingerprint", "--out", dir + "/gk"])
+    try FileManager.default.copyItem(atPath: "\(dir)/gk/\(kid).pub", toPath: "\(dir)/keys/\(kid).pub")
     let socket = dir + "/v.sock"
+    var gateway: Process?
+    if withGateway {
+        let g = Process()
+        g.executableURL = URL(fileURLWithPath: vault)
+        g.arguments = ["gateway", "--socket", dir + "/g.sock", "--keys", dir + "/gk", "--processor", "sandbox:\(dir)/ledger.sqlite", "--log-level", "error"]
+        g.standardError = FileHandle.nullDevice
+        try g.run()
+        gateway = g
+        for _ in 0..<200 where !FileManager.default.fileExists(atPath: dir + "/g.sock") { usleep(50_000) }
+    }
+    defer { if let gateway { gateway.terminate(); gateway.waitUntilExit() } }
     let p = Process()
     p.executableURL = URL(fileURLWithPath: vault)
-    p.arguments = ["serve", "--socket", socket, "--keys", dir + "/keys", "--store", store.replacingOccurrences(of: "DIR", with: dir), "--log-level", "error"]
+    p.arguments = ["serve", "--socket", socket, "--keys", dir + "/keys", "--store", store.replacingOccurrences(of: "DIR", with: dir),
+                   "--gateway", dir + "/g.sock", "--log-level", "error"]
     p.standardError = FileHandle.nullDevice
     try p.run()
     defer { p.terminate(); p.waitUntilExit() }
@@ -351,7 +378,10 @@ if let vault = option("--vault"), !args.contains("--no-sidecar") {
     line("")
     line("| operation | rate | no-op route rate | ratio |")
     line("|---|---:|---:|---:|")
+    // Each tokenize includes the gateway's fingerprint (an open per card, batched); the row
+    // without a gateway shows what that hop costs.
     try sidecarLoad(vault: vault, store: "sqlite:DIR/tokens.sqlite", label: "SQLite")
+    try sidecarLoad(vault: vault, store: "sqlite:DIR/tokens.sqlite", label: "SQLite, no gateway", withGateway: false)
     if let pg = ProcessInfo.processInfo.environment["VAULT_BENCH_POSTGRES"] {
         try sidecarLoad(vault: vault, store: pg, label: "PostgreSQL")
     }
