@@ -144,7 +144,6 @@ public struct GatewayRoutes: Sendable {
         var amount: Int
         var currency: Currency
         var envelope: CardEnvelope
-        var idempotencyKey: String?
     }
 
     func authorize(_ request: Request, logger: Logger) async throws -> Response {
@@ -172,12 +171,22 @@ public struct GatewayRoutes: Sendable {
             metrics.opened("ok")
             let start = ContinuousClock.now
             outcome = try await processor.authorize(
-                AuthorizationRequest(
-                    paymentID: parsed.paymentID, amount: parsed.amount, currency: parsed.currency, idempotencyKey: parsed.idempotencyKey),
+                AuthorizationRequest(paymentID: parsed.paymentID, amount: parsed.amount, currency: parsed.currency),
                 card: card)
             metrics.authorized(status: "\(outcome.status)", duration: ContinuousClock.now - start)
         } catch is PaymentIDReused {
             throw APIError(.conflict, "PAYMENT_ID_REUSED", "this payment id was already used with another amount, currency or card")
+        } catch is PaymentInProgress {
+            // 504 like an unknown outcome: the sidecar keeps the payment processing and reconciles it.
+            metrics.processorFailed("in_progress")
+            logger.notice("authorization already in progress", metadata: ["payment": "\(parsed.paymentID)"])
+            throw APIError(
+                .gatewayTimeout, "AUTHORIZATION_IN_PROGRESS",
+                "this payment id was already sent to the processor and its outcome is not known yet; it is not sent again")
+        } catch let refusal as ProcessorRefusal {
+            metrics.processorFailed("refused")
+            logger.error("relay refused to send", metadata: ["payment": "\(parsed.paymentID)", "code": "\(refusal.code)"])
+            throw APIError(HTTPResponse.Status(code: refusal.status), refusal.code, refusal.message)
         } catch let error as ProcessorOutcomeUnknown {
             metrics.processorFailed("unknown")
             logger.error("processor outcome unknown", metadata: ["payment": "\(parsed.paymentID)", "reason": "\(error.reason)"])
@@ -261,7 +270,7 @@ public struct GatewayRoutes: Sendable {
     static func parse(_ raw: UnsafeRawBufferPointer) throws(APIError) -> Parsed {
         do throws(VaultError) {
             var r = JSONReader(raw, errorCode: .requestMalformed, maxDepth: 8)
-            var paymentID: String?, amount: Int?, currency: Currency?, envelope: CardEnvelope?, idempotencyKey: String?
+            var paymentID: String?, amount: Int?, currency: Currency?, envelope: CardEnvelope?
             try r.readObject { (r, key) throws(VaultError) in
                 switch key {
                 case "payment_id":
@@ -284,11 +293,9 @@ public struct GatewayRoutes: Sendable {
                     currency = c
                 case "envelope": envelope = try CardEnvelope.parse(from: &r)
                 case "idempotency_key":
-                    let k = try r.readString(maxBytes: 255)
-                    guard !k.isEmpty, k.utf8.allSatisfy({ $0 > 32 && $0 < 127 && $0 != 34 && $0 != 92 }) else {
-                        throw VaultError(.requestFieldInvalid, "idempotency_key is printable ASCII", field: "idempotency_key")
-                    }
-                    idempotencyKey = k
+                    // Accepted for compatibility and ignored: the caller's key is scoped to the
+                    // caller and never used here (the payment id is the processor's key).
+                    _ = try r.readString(maxBytes: 255)
                 default: throw VaultError(.requestFieldUnknown, "an authorization has payment_id, amount, currency, envelope and idempotency_key")
                 }
             }
@@ -297,7 +304,7 @@ public struct GatewayRoutes: Sendable {
             guard let amount else { throw VaultError(.requestFieldMissing, "amount is missing", field: "amount") }
             guard let currency else { throw VaultError(.requestFieldMissing, "currency is missing", field: "currency") }
             guard let envelope else { throw VaultError(.requestFieldMissing, "envelope is missing", field: "envelope") }
-            return Parsed(paymentID: paymentID, amount: amount, currency: currency, envelope: envelope, idempotencyKey: idempotencyKey)
+            return Parsed(paymentID: paymentID, amount: amount, currency: currency, envelope: envelope)
         } catch {
             let status: HTTPResponse.Status = error.code == .requestMalformed ? .badRequest : .unprocessableContent
             throw APIError(status, error.code.rawValue, error.message, field: error.field)

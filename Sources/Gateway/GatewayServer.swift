@@ -70,9 +70,11 @@ public struct GatewayServer: Sendable {
         case .relay(let templatePath, let ledgerPath):
             let template: RelayTemplate
             do throws(RelayTemplate.Invalid) { template = try RelayTemplate(path: templatePath) } catch {
-                throw VaultError(.relayTemplateInvalid, error.message)
+                throw VaultError(VaultError.Code(rawValue: error.code), error.message)
             }
-            do { processor = try RelayProcessor(template: template, ledgerPath: ledgerPath) } catch {
+            do { processor = try RelayProcessor(template: template, ledgerPath: ledgerPath) } catch let error as RelayTemplate.Invalid {
+                throw VaultError(VaultError.Code(rawValue: error.code), error.message)
+            } catch {
                 throw VaultError(.gatewayLedgerUnavailable, "cannot open the relay ledger at \(ledgerPath)")
             }
         }
@@ -97,15 +99,18 @@ public struct GatewayServer: Sendable {
             }
         }
         try SocketFile.prepare(configuration.socketPath)
+        // Bound in a private directory and linked into place with its mode and group already set.
+        let bindPath = try SocketFile.privateBindPath(for: configuration.socketPath)
+        defer { SocketFile.discard(bindPath) }
         let socketPath = configuration.socketPath, mode = configuration.socketMode, group = configuration.socketGroup
         let logger = self.logger
         let app = Application(
             router: router,
             server: .http1(additionalChannelHandlers: [PeerCredentialsHandler()]),
-            configuration: .init(address: .unixDomainSocket(path: socketPath), serverName: "vault-gateway"),
+            configuration: .init(address: .unixDomainSocket(path: bindPath), serverName: "vault-gateway"),
             services: [reloader],
             onServerRunning: { channel in
-                guard SocketFile.apply(path: socketPath, mode: mode, group: group, logger: logger) else {
+                guard SocketFile.publish(bindPath, at: socketPath, mode: mode, group: group, logger: logger) else {
                     try? await channel.close()
                     return
                 }
@@ -179,6 +184,9 @@ extension VaultError.Code {
     public static let hardeningFailed = VaultError.Code(rawValue: "HARDENING_FAILED")
     /// A relay template that cannot be used (docs/errors.md says why in the message).
     public static let relayTemplateInvalid = VaultError.Code(rawValue: "RELAY_TEMPLATE_INVALID")
+    /// A relay URL the gateway may not send card data to (not https, http not to an allowed
+    /// loopback host, or a host that is not the template's).
+    public static let relayURLNotAllowed = VaultError.Code(rawValue: "RELAY_URL_NOT_ALLOWED")
     /// The processor's ledger cannot be opened.
     public static let gatewayLedgerUnavailable = VaultError.Code(rawValue: "GATEWAY_LEDGER_UNAVAILABLE")
 }

@@ -9,14 +9,13 @@ public struct AuthorizationRequest: Sendable, Equatable {
     /// Minor units, > 0.
     public var amount: Int
     public var currency: Currency
-    /// The caller's idempotency key, passed on to processors that deduplicate by key.
-    public var idempotencyKey: String?
 
-    public init(paymentID: String, amount: Int, currency: Currency, idempotencyKey: String? = nil) {
+    /// The caller's idempotency key is not part of it: it is scoped to the caller, free text,
+    /// and never reaches a processor (the payment id is the processor's idempotency key).
+    public init(paymentID: String, amount: Int, currency: Currency) {
         self.paymentID = paymentID
         self.amount = amount
         self.currency = currency
-        self.idempotencyKey = idempotencyKey
     }
 }
 
@@ -64,6 +63,13 @@ public struct ProcessorUnavailable: Error, Sendable, CustomStringConvertible {
 
 /// A payment id already charged with another amount, currency or card (409 `PAYMENT_ID_REUSED`).
 public struct PaymentIDReused: Error, Sendable {
+    public init() {}
+}
+
+/// The payment id was sent to the processor by an earlier call whose outcome is not recorded
+/// (still in flight, or its answer was lost): 504 `AUTHORIZATION_IN_PROGRESS`, never a second
+/// send. The sidecar keeps the payment `processing` and reconciles it.
+public struct PaymentInProgress: Error, Sendable {
     public init() {}
 }
 

@@ -13,9 +13,15 @@ import VaultOpen
 ///
 /// The request body is built in `SecureBytes`; the copy handed to the HTTP client is zeroed when
 /// the call returns (NIO's own buffers are outside our reach: see docs/threat-model.md). The
-/// caller's idempotency key reaches the processor through `{{idempotency_key}}`, so a retry
-/// after a timeout is deduplicated there. A ledger records each payment id before it is sent:
-/// a final outcome is returned again for the same id without a second call.
+/// processor's idempotency key is the payment id (`{{idempotency_key}}`, `{{payment_id}}`); the
+/// caller's own idempotency key is never sent. A ledger row claims each payment id before it is
+/// sent (an atomic insert: only the call that made the row sends): a final outcome is returned
+/// again for the same id without a second call, and a row still `sent` answers
+/// `PaymentInProgress` (504 `AUTHORIZATION_IN_PROGRESS`), never a second send.
+///
+/// Where it sends: only to the template's host (or its `allowed_hosts`), over https (http to
+/// loopback only when the template allows it), and never where a redirect points: redirects are
+/// not followed, and a 3xx answer is an unknown outcome like a 5xx.
 ///
 /// Errors: a connection that could not be made is `ProcessorUnavailable` (503: nothing was
 /// sent, nothing charged). Once the request is sent, anything but a clear outcome (a timeout, a
@@ -25,12 +31,17 @@ public final class RelayProcessor: PaymentProcessor {
     public var name: String { "relay:" + template.name }
     let template: RelayTemplate
     let environment: [String: String]
+    /// The hosts the template may send to (checked on every filled-in URL before sending).
+    let destination: RelayTemplate.Destination
     private let ledger: DatabaseQueue
     private let http: HTTPClient
 
+    /// - Throws: `RelayTemplate.Invalid` (the template's URL may not be sent to, its variables
+    ///   filled in from `environment`), or an error opening the ledger.
     public init(template: RelayTemplate, ledgerPath: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
         self.template = template
         self.environment = environment
+        destination = try template.destination(environment: environment)
         var config = Configuration()
         // WAL: one fsync per commit instead of a rollback journal's several; FULL: durable on return.
         config.prepareDatabase { db in
@@ -55,28 +66,61 @@ public final class RelayProcessor: PaymentProcessor {
                 """)
         }
         try migrator.migrate(ledger)
-        http = HTTPClient(
-            eventLoopGroupProvider: .singleton,
-            configuration: .init(timeout: .init(connect: .seconds(5), read: .milliseconds(Int64(template.timeout * 1000)))))
+        // Never follow a redirect: a 307/308 would re-post the card (and the template's secrets)
+        // wherever the processor, or whoever answers in its name, points. A 3xx is returned as it is.
+        var configuration = HTTPClient.Configuration(timeout: .init(connect: .seconds(5), read: .milliseconds(Int64(template.timeout * 1000))))
+        configuration.redirectConfiguration = .disallow
+        http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }
 
     deinit { try? http.syncShutdown() }
 
+    /// What claiming a payment id found.
+    enum Claim: Sendable {
+        /// This call made the ledger row: it (and only it) sends.
+        case claimed
+        /// The row was there: its outcome when final, nil while it is still `sent`.
+        case existing(outcome: AuthorizationOutcome?)
+        /// The row is there for another amount, currency or card.
+        case reused
+    }
+
     public func authorize(_ request: AuthorizationRequest, card: OpenedCard) async throws -> AuthorizationOutcome {
-        if let done = try await recorded(request, envelopeID: card.envelopeID) { return done }
-        try await write { db in
+        // Claim the payment id: the INSERT and the read of what was there are one transaction, so
+        // of two concurrent calls exactly one makes the row, and only that one sends.
+        let now = Int64(Date().timeIntervalSince1970)
+        let claim: Claim = try await write { db in
             try db.execute(
                 sql: """
                     INSERT INTO relay_charges (payment_id, amount, currency, envelope_id, state, created_at) VALUES (?, ?, ?, ?, 'sent', ?)
                     ON CONFLICT(payment_id) DO NOTHING
                     """,
-                arguments: [request.paymentID, request.amount, request.currency.code, card.envelopeID, Int64(Date().timeIntervalSince1970)])
+                arguments: [request.paymentID, request.amount, request.currency.code, card.envelopeID, now])
+            if db.changesCount == 1 { return .claimed }
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM relay_charges WHERE payment_id = ?", arguments: [request.paymentID]) else {
+                throw ProcessorUnavailable("the relay ledger lost a row")
+            }
+            let amount: Int = row["amount"], currency: String = row["currency"], env: String = row["envelope_id"]
+            guard amount == request.amount, currency == request.currency.code, env == card.envelopeID else { return .reused }
+            return .existing(outcome: Self.outcome(row))
+        }
+        switch claim {
+        case .claimed: break
+        case .reused: throw PaymentIDReused()
+        case .existing(let outcome?): return outcome
+        case .existing(nil):
+            // Sent by another call (in flight now, or its answer was lost): never send it again.
+            throw PaymentInProgress()
         }
         let (status, body): (Int, ByteBuffer)
         do {
             (status, body) = try await send(request, card: card)
         } catch let error as ProcessorUnavailable {
             // Never connected: nothing was sent, so nothing can have been charged.
+            try? await write { db in try db.execute(sql: "DELETE FROM relay_charges WHERE payment_id = ? AND state = 'sent'", arguments: [request.paymentID]) }
+            throw error
+        } catch let error as ProcessorRefusal {
+            // Refused before sending (a URL the template may not send to): nothing was sent.
             try? await write { db in try db.execute(sql: "DELETE FROM relay_charges WHERE payment_id = ? AND state = 'sent'", arguments: [request.paymentID]) }
             throw error
         }
@@ -124,8 +168,9 @@ public final class RelayProcessor: PaymentProcessor {
 
     func send(_ request: AuthorizationRequest, card: OpenedCard) async throws -> (Int, ByteBuffer) {
         let url = try render(template.url, request, percentEncode: true)
-        guard ["https", "http"].contains(URL(string: url)?.scheme ?? "") else {
-            throw ProcessorUnavailable("the relay URL is not an http(s) URL once filled in")
+        // Only the template's host (or its allowed_hosts), over https: checked before anything is sent.
+        do throws(RelayTemplate.Invalid) { try destination.check(url) } catch {
+            throw ProcessorRefusal(status: 422, code: error.code, message: error.message)
         }
         var outbound = HTTPClientRequest(url: url)
         outbound.method = .init(rawValue: template.method)
@@ -161,6 +206,8 @@ public final class RelayProcessor: PaymentProcessor {
     func map(status: Int, body: ByteBuffer) throws -> AuthorizationOutcome {
         let m = template.response
         if status >= 500 { throw ProcessorUnavailable("the processor answered \(status)") }
+        // Redirects are never followed, and a redirect is no outcome: unknown, like a 5xx.
+        if (300..<400).contains(status) { throw ProcessorUnavailable("the processor answered a redirect (\(status)), not followed") }
         let json = try? JSONSerialization.jsonObject(with: Data(buffer: body))
         if m.declinedHTTPStatuses.contains(status) {
             let code = m.errorDeclineCodePath.flatMap { Self.value(at: $0, in: json) } ?? "generic_decline"
@@ -230,7 +277,9 @@ public final class RelayProcessor: PaymentProcessor {
         case "currency": return request.currency.code
         case "currency_lower": return request.currency.code.lowercased()
         case "payment_id": return request.paymentID
-        case "idempotency_key": return request.idempotencyKey ?? request.paymentID
+        // The payment id: unique per payment and the same on every retry of it. The caller's
+        // idempotency key is free text scoped to the caller and never leaves the vault.
+        case "idempotency_key": return request.paymentID
         case _ where name.hasPrefix("env:"):
             guard let v = environment[String(name.dropFirst(4))] else {
                 throw ProcessorUnavailable("the relay template needs $\(name.dropFirst(4)), which is not set")
@@ -369,14 +418,6 @@ public final class RelayProcessor: PaymentProcessor {
 
     // MARK: - Ledger
 
-    func recorded(_ request: AuthorizationRequest, envelopeID: String) async throws -> AuthorizationOutcome? {
-        let row = try await ledger.read { db in try Row.fetchOne(db, sql: "SELECT * FROM relay_charges WHERE payment_id = ?", arguments: [request.paymentID]) }
-        guard let row else { return nil }
-        let amount: Int = row["amount"], currency: String = row["currency"], env: String = row["envelope_id"]
-        guard amount == request.amount, currency == request.currency.code, env == envelopeID else { throw PaymentIDReused() }
-        return Self.outcome(row)
-    }
-
     static func outcome(_ row: Row) -> AuthorizationOutcome? {
         let state: String = row["state"]
         guard state == "done", let status: String = row["status"] else { return nil }
@@ -395,8 +436,8 @@ public final class RelayProcessor: PaymentProcessor {
         }
     }
 
-    private func write(_ body: @escaping @Sendable (Database) throws -> Void) async throws {
-        do { try await ledger.write(body) } catch {
+    private func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        do { return try await ledger.write(body) } catch let error as ProcessorUnavailable { throw error } catch {
             throw ProcessorUnavailable("the relay ledger failed")
         }
     }

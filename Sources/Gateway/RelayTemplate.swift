@@ -26,9 +26,19 @@ import VaultCrypto
 /// Placeholders: `{{pan}}`, `{{cvc}}`, `{{exp_month}}`, `{{exp_year}}`, `{{exp_year2}}`,
 /// `{{name}}`, `{{amount}}` (minor units), `{{amount_major}}` (`10.50`: with the currency's
 /// decimals), `{{currency}}`, `{{currency_lower}}`, `{{payment_id}}`,
-/// `{{idempotency_key}}`, `{{env:NAME}}` (a secret from the gateway's environment). Card fields
-/// may appear only in the body: never in the URL or a header. Response paths are dotted
+/// `{{idempotency_key}}` (the payment id too: unique per payment, stable across retries; the
+/// caller's own idempotency key is never sent), `{{env:NAME}}` (a secret from the gateway's
+/// environment). Card fields may appear only in the body: never in the URL or a header. The
+/// headers or the body carry `{{idempotency_key}}` or `{{payment_id}}` (the processor's
+/// idempotency key), or the template does not load. Response paths are dotted
 /// (`error.decline_code`).
+///
+/// Where it may send: `request.url` is `https` (its `{{env:…}}` parts are filled in when the
+/// gateway starts); `http` only to a loopback host (127.0.0.0/8, ::1, localhost) and only with
+/// `"allow_http_loopback": true` in `request` (development: a stand-in processor, a local TLS
+/// proxy). The request goes only to the host of that URL or one listed in
+/// `request.allowed_hosts`; a filled-in URL with another host is refused before anything is sent
+/// (`RELAY_URL_NOT_ALLOWED`). Redirects are never followed: a 3xx answer is an unknown outcome.
 public struct RelayTemplate: Sendable {
     public enum Body: Sendable {
         case form([(String, String)])
@@ -55,10 +65,20 @@ public struct RelayTemplate: Sendable {
     public var body: Body
     public var timeout: Double
     public var response: ResponseMapping
+    /// Hosts besides the URL's own that a filled-in URL may name (`request.allowed_hosts`), lower case.
+    public var allowedHosts: Set<String>
+    /// `request.allow_http_loopback`: `http` to a loopback host is allowed (development only).
+    public var allowHTTPLoopback: Bool
 
     public struct Invalid: Error, CustomStringConvertible, Sendable {
+        /// `RELAY_TEMPLATE_INVALID`, or `RELAY_URL_NOT_ALLOWED` for a URL the relay may not send to.
+        public let code: String
         public let message: String
-        public var description: String { "RELAY_TEMPLATE_INVALID: \(message)" }
+        public init(code: String = "RELAY_TEMPLATE_INVALID", message: String) {
+            self.code = code
+            self.message = message
+        }
+        public var description: String { "\(code): \(message)" }
     }
 
     static let cardPlaceholders: Set<String> = ["pan", "cvc", "exp_month", "exp_year", "exp_year2", "name"]
@@ -77,13 +97,21 @@ public struct RelayTemplate: Sendable {
         }
         name = root["name"] as? String ?? "relay"
         method = (request["method"] as? String ?? "POST").uppercased()
-        // The URL may start with {{env:NAME}} (a base URL per environment); it is checked again when sent.
-        guard let url = request["url"] as? String,
-              url.hasPrefix("{{env:") || ["https", "http"].contains(URL(string: url)?.scheme ?? "")
-        else {
-            throw Invalid(message: "request.url is an http(s) URL")
+        // The URL may start with {{env:NAME}} (a base URL per environment): then it is checked
+        // when the gateway starts (`destination(environment:)`), and again when sent.
+        guard let url = request["url"] as? String, !url.isEmpty else {
+            throw Invalid(message: "request.url is an https URL")
         }
         self.url = url
+        allowHTTPLoopback = request["allow_http_loopback"] as? Bool ?? false
+        if let extra = request["allowed_hosts"] {
+            guard let list = extra as? [String],
+                  list.allSatisfy({ h in !h.isEmpty && h.utf8.allSatisfy { Self.isHostByte($0) } })
+            else { throw Invalid(message: "request.allowed_hosts is a list of host names (no scheme, port or path)") }
+            allowedHosts = Set(list.map { $0.lowercased() })
+        } else {
+            allowedHosts = []
+        }
         func pairs(_ value: Any?, _ what: String) throws(Invalid) -> [(String, String)] {
             guard let value else { return [] }
             guard let list = value as? [[String]], list.allSatisfy({ $0.count == 2 }) else {
@@ -111,6 +139,10 @@ public struct RelayTemplate: Sendable {
             declinedHTTPStatuses: Set(response["declined_http_statuses"] as? [Int] ?? []),
             errorDeclineCodePath: response["error_decline_code"] as? String)
         guard !self.response.succeeded.isEmpty else { throw Invalid(message: "response.succeeded lists at least one status value") }
+        // Only a 4xx may mean "declined": a 3xx or 5xx is never a clear outcome.
+        guard self.response.declinedHTTPStatuses.allSatisfy({ (400..<500).contains($0) }) else {
+            throw Invalid(message: "response.declined_http_statuses lists 4xx statuses only")
+        }
         // Card data only in the body: a URL or header may end up in a proxy's or processor's logs.
         for (where_, text) in [("request.url", url)] + headers.map({ ("request.headers \($0.0)", $0.1) }) {
             for p in Self.placeholders(in: text) where Self.cardPlaceholders.contains(p) {
@@ -121,6 +153,117 @@ public struct RelayTemplate: Sendable {
             guard Self.cardPlaceholders.contains(p) || Self.otherPlaceholders.contains(p) || p.hasPrefix("env:") || p.hasPrefix("#") else {
                 throw Invalid(message: "unknown placeholder {{\(p)}}")
             }
+        }
+        // The processor deduplicates retries by this key: without it a retry may charge twice.
+        let carried = (headers.map(\.1) + Self.bodyTexts(body)).flatMap { Self.placeholders(in: $0) }
+        guard carried.contains("idempotency_key") || carried.contains("payment_id") else {
+            throw Invalid(message: "the headers or the body carry {{idempotency_key}} or {{payment_id}} (the processor's idempotency key)")
+        }
+        if !url.hasPrefix("{{env:") { _ = try destination(environment: [:]) }
+    }
+
+    /// Where this template may send, its `{{env:…}}` URL parts filled in from `environment`.
+    /// - Throws: `RELAY_URL_NOT_ALLOWED` (not https; http not to loopback or not allowed; no host),
+    ///   `RELAY_TEMPLATE_INVALID` (a variable of the URL is not set).
+    public func destination(environment: [String: String]) throws(Invalid) -> Destination {
+        // Fill in {{env:…}}; any other placeholder becomes a neutral "0" (it is percent-encoded
+        // when sent, so it cannot add a scheme or an authority where there was none).
+        var filled = ""
+        var rest = Substring(url)
+        while let open = rest.range(of: "{{"), let close = rest.range(of: "}}", range: open.upperBound..<rest.endIndex) {
+            filled += rest[..<open.lowerBound]
+            let name = String(rest[open.upperBound..<close.lowerBound])
+            if name.hasPrefix("env:") {
+                guard let value = environment[String(name.dropFirst(4))] else {
+                    throw Invalid(message: "request.url needs $\(name.dropFirst(4)), which is not set")
+                }
+                filled += value
+            } else {
+                filled += "\u{1}"
+            }
+            rest = rest[close.upperBound...]
+        }
+        filled += rest
+        // A placeholder in the scheme or the host: the host is known only per payment, so it must
+        // be one of allowed_hosts.
+        let schemeEnd = filled.range(of: "://")
+        let authority = schemeEnd.map { filled[$0.upperBound...].prefix { !"/?#".contains($0) } } ?? ""
+        if filled[..<(schemeEnd?.lowerBound ?? filled.endIndex)].contains("\u{1}") {
+            throw Invalid(code: "RELAY_URL_NOT_ALLOWED", message: "request.url has a placeholder in its scheme")
+        }
+        if authority.contains("\u{1}") {
+            guard !allowedHosts.isEmpty else {
+                throw Invalid(code: "RELAY_URL_NOT_ALLOWED", message: "request.url has a placeholder in its host: list the hosts it may name in request.allowed_hosts")
+            }
+            let scheme = String(filled[..<schemeEnd!.lowerBound]).lowercased()
+            guard scheme == "https" || (scheme == "http" && allowHTTPLoopback && allowedHosts.allSatisfy(Self.isLoopback)) else {
+                throw Invalid(code: "RELAY_URL_NOT_ALLOWED", message: "request.url is an https URL")
+            }
+            return Destination(hosts: allowedHosts, allowHTTPLoopback: allowHTTPLoopback)
+        }
+        let host = try Self.checkedHost(filled.replacingOccurrences(of: "\u{1}", with: "0"), allowHTTPLoopback: allowHTTPLoopback)
+        return Destination(hosts: allowedHosts.union([host]), allowHTTPLoopback: allowHTTPLoopback)
+    }
+
+    /// The hosts a relay may send to and whether http to loopback is allowed.
+    public struct Destination: Sendable, Equatable {
+        public var hosts: Set<String>
+        public var allowHTTPLoopback: Bool
+
+        /// Checks a filled-in URL before anything is sent.
+        /// - Throws: `RELAY_URL_NOT_ALLOWED`.
+        public func check(_ url: String) throws(Invalid) {
+            let host = try RelayTemplate.checkedHost(url, allowHTTPLoopback: allowHTTPLoopback)
+            guard hosts.contains(host) else {
+                throw Invalid(code: "RELAY_URL_NOT_ALLOWED", message: "the filled-in relay URL names a host that is not the template's nor in allowed_hosts")
+            }
+        }
+    }
+
+    /// The lower-case host of an https URL (or an http URL to loopback when allowed).
+    /// - Throws: `RELAY_URL_NOT_ALLOWED`.
+    static func checkedHost(_ text: String, allowHTTPLoopback: Bool) throws(Invalid) -> String {
+        guard let u = URL(string: text), let scheme = u.scheme?.lowercased(), var host = u.host?.lowercased(), !host.isEmpty else {
+            throw Invalid(code: "RELAY_URL_NOT_ALLOWED", message: "request.url is not a URL with a host")
+        }
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard u.user == nil, u.password == nil else {
+            throw Invalid(code: "RELAY_URL_NOT_ALLOWED", message: "request.url has user information")
+        }
+        switch scheme {
+        case "https": return host
+        case "http":
+            guard isLoopback(host) else {
+                throw Invalid(code: "RELAY_URL_NOT_ALLOWED", message: "request.url is http to a host that is not loopback: card data goes over https only")
+            }
+            guard allowHTTPLoopback else {
+                throw Invalid(
+                    code: "RELAY_URL_NOT_ALLOWED",
+                    message: "request.url is http to a loopback host: allowed only with \"allow_http_loopback\": true in request (development only)")
+            }
+            return host
+        default:
+            throw Invalid(code: "RELAY_URL_NOT_ALLOWED", message: "request.url is an https URL")
+        }
+    }
+
+    /// localhost, ::1 or an IPv4 address in 127.0.0.0/8.
+    static func isLoopback(_ host: String) -> Bool {
+        if host == "localhost" || host == "::1" { return true }
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 4, parts.allSatisfy({ p in !p.isEmpty && p.count <= 3 && p.allSatisfy(\.isASCII) && p.allSatisfy(\.isNumber) && Int(p)! <= 255 })
+        else { return false }
+        return parts[0] == "127"
+    }
+
+    static func isHostByte(_ b: UInt8) -> Bool {
+        (48...57).contains(b) || (65...90).contains(b) || (97...122).contains(b) || b == 45 || b == 46
+    }
+
+    static func bodyTexts(_ body: Body) -> [String] {
+        switch body {
+        case .form(let pairs): pairs.flatMap { [$0.0, $0.1] }
+        case .json(let text): [text]
         }
     }
 

@@ -123,15 +123,18 @@ public struct SidecarServer: Sendable {
             tokenizer: tokenizer, metrics: metrics, payments: payments, customers: customers, sessions: sessions, mandates: mandates
         ).register(on: router)
         try SocketFile.prepare(configuration.socketPath)
+        // Bound in a private directory and linked into place with its mode and group already set.
+        let bindPath = try SocketFile.privateBindPath(for: configuration.socketPath)
+        defer { SocketFile.discard(bindPath) }
         let socketPath = configuration.socketPath, mode = configuration.socketMode, group = configuration.socketGroup
         let logger = self.logger
         let app = Application(
             router: router,
             server: .http1(additionalChannelHandlers: [PeerCredentialsHandler()]),
-            configuration: .init(address: .unixDomainSocket(path: socketPath), serverName: "vault"),
+            configuration: .init(address: .unixDomainSocket(path: bindPath), serverName: "vault"),
             services: services,
             onServerRunning: { channel in
-                guard SocketFile.apply(path: socketPath, mode: mode, group: group, logger: logger) else {
+                guard SocketFile.publish(bindPath, at: socketPath, mode: mode, group: group, logger: logger) else {
                     try? await channel.close()
                     return
                 }

@@ -3,6 +3,11 @@ import Logging
 import VaultCrypto
 
 /// The socket file of a server: stale files, mode and group.
+///
+/// The socket is bound in a private directory (mode 0700, random name) beside its path, given
+/// its group and mode there, and only then linked into place (`publish`): it is never visible at
+/// its path with another mode or group, and nothing is chmod'ed or chown'ed through a path
+/// another user could swap for a symlink.
 public enum SocketFile {
     /// Removes a stale socket file (nothing listening); refuses when a server is still there.
     /// - Throws: `SOCKET_PATH_IN_USE`.
@@ -45,25 +50,53 @@ public enum SocketFile {
         }
     }
 
-    /// Gives the bound socket its group and mode. False (and logged) when that fails: the caller
-    /// then closes the server rather than serve on a socket with the wrong owner.
-    /// The path must still be a socket (not a symlink put there since bind): keep the socket's
-    /// directory writable by the server's user only.
-    public static func apply(path: String, mode: mode_t, group: gid_t?, logger: Logger) -> Bool {
+    /// Where to bind the socket for `path`: `s` in a new private directory (0700, random name)
+    /// in `path`'s directory. Give it to the server, then `publish` it; `discard` it when done.
+    /// - Throws: `IO_ERROR` (the directory cannot be made).
+    public static func privateBindPath(for path: String) throws(VaultError) -> String {
+        let slash = path.lastIndex(of: "/")
+        let dir = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
+        var template = Array((dir + "/.vsock-XXXXXX").utf8CString)
+        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+            throw VaultError(.ioError, "cannot make a private directory beside the socket \(path): \(String(cString: strerror(errno)))")
+        }
+        return String(cString: made) + "/s"
+    }
+
+    /// Gives the socket bound at `bound` (from `privateBindPath`) its group and mode inside its
+    /// private directory, then links it at `path` (never replacing anything there) and removes
+    /// the private name. False (and logged) when any step fails: the caller then closes the
+    /// server rather than serve on a socket with the wrong owner or mode.
+    public static func publish(_ bound: String, at path: String, mode: mode_t, group: gid_t?, logger: Logger) -> Bool {
+        defer { discard(bound) }
+        // Only this uid can change entries of the private directory: these paths cannot be swapped.
         var st = stat()
-        guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFSOCK else {
-            logger.critical("the socket path is no longer a socket", metadata: ["path": "\(path)"])
+        guard lstat(bound, &st) == 0, (st.st_mode & S_IFMT) == S_IFSOCK else {
+            logger.critical("the bound socket is missing from its private directory", metadata: ["path": "\(bound)"])
             return false
         }
-        if let group, lchown(path, uid_t.max, group) != 0 {
+        if let group, lchown(bound, uid_t.max, group) != 0 {
             logger.critical("cannot give the socket to its group", metadata: ["gid": "\(group)", "errno": "\(errno)"])
             return false
         }
-        guard chmod(path, mode) == 0 else {
+        guard chmod(bound, mode) == 0 else {
             logger.critical("cannot set the socket's mode", metadata: ["mode": "\(String(mode, radix: 8))", "errno": "\(errno)"])
             return false
         }
+        // link(2) never follows nor replaces what is at `path` (EEXIST): whatever appeared there
+        // since `prepare` (a symlink, another server's socket) stays untouched and we stop.
+        guard link(bound, path) == 0 else {
+            logger.critical("cannot put the socket in place", metadata: ["path": "\(path)", "errno": "\(errno)"])
+            return false
+        }
         return true
+    }
+
+    /// Removes the private name and directory of a bound socket (after `publish`, or when the
+    /// server did not start).
+    public static func discard(_ bound: String) {
+        unlink(bound)
+        if let slash = bound.lastIndex(of: "/") { rmdir(String(bound[..<slash])) }
     }
 }
 

@@ -7,7 +7,7 @@ import VaultCrypto
 /// |---|---|
 /// | 0 | success (for `validate`: the number is valid) |
 /// | 1 | `validate`: the number is not valid; other commands: an unexpected failure |
-/// | 2 | key file problem: `KEY_FILE_*`, `KEY_PASSPHRASE_*`, `FINGERPRINT_KEY_MISSING`, `FINGERPRINT_KEY_REFUSED` |
+/// | 2 | key file problem: `KEY_FILE_*`, `KEY_PASSPHRASE_*`, `FINGERPRINT_KEY_MISSING`, `FINGERPRINT_KEY_REFUSED`, `KEYS_DIRECTORY_UNSAFE` |
 /// | 3 | `KEY_MISMATCH`: sealed to a key you did not give |
 /// | 4 | `SEALED_VALUE_CORRUPT`, `ENVELOPE_KEY_CORRUPT`, `ENVELOPE_FIELD_CORRUPT`, `ENVELOPE_FIELD_INVALID`, `ENVELOPE_METADATA_MISMATCH`: tampered or truncated |
 /// | 5 | `SEALED_VALUE_MALFORMED`, `ENVELOPE_MALFORMED`, `ENVELOPE_UNSUPPORTED_VERSION`: not of the format |
@@ -34,7 +34,7 @@ public enum VaultExitCode {
     public static func status(for code: VaultError.Code) -> Int32 {
         switch code.rawValue {
         case let c where c.hasPrefix("KEY_FILE_") || c.hasPrefix("KEY_PASSPHRASE_") || c == VaultError.Code.fingerprintKeyMissing.rawValue
-            || c == "FINGERPRINT_KEY_REFUSED": 2
+            || c == "FINGERPRINT_KEY_REFUSED" || c == VaultError.Code.keysDirectoryUnsafe.rawValue: 2
         case VaultError.Code.keyMismatch.rawValue: 3
         case VaultError.Code.sealedValueCorrupt.rawValue, VaultError.Code.envelopeKeyCorrupt.rawValue,
              VaultError.Code.envelopeFieldCorrupt.rawValue, VaultError.Code.envelopeFieldInvalid.rawValue,

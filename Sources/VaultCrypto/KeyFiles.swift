@@ -45,6 +45,7 @@ public enum KeyFiles {
     public static func generateKeyPair(
         directory: String, passphrase: SecureBytes? = nil, cost: ProtectedKey.Cost = .moderate
     ) throws(VaultError) -> KeyID {
+        try KeyFileIO.checkDirectory(directory)
         Sodium.ensureInitialised()
         var publicBytes = [UInt8](repeating: 0, count: Sodium.boxPublicKeyBytes)
         let secret = SecureBytes(capacity: Sodium.boxSecretKeyBytes) { out in
@@ -73,6 +74,7 @@ public enum KeyFiles {
     /// Writes a new fingerprint key (32 random bytes) at `path`, mode 0600; refuses to overwrite.
     /// - Throws: `KEY_FILE_EXISTS`, `KEY_FILE_UNREADABLE`.
     public static func generateFingerprintKey(path: String) throws(VaultError) {
+        try KeyFileIO.checkDirectory(KeyFileIO.parentDirectory(of: path))
         try writeSecret(SecureBytes.random(count: 32), kind: .fingerprint, path: path)
     }
 

@@ -218,31 +218,16 @@ public struct KeyRingFile: Sendable, Equatable {
         return "{\"v\":1,\"keys\":[\n" + lines.joined(separator: ",\n") + "\n]}\n"
     }
 
-    /// Writes the ring atomically (temporary file, fsync, rename, directory fsync), mode 0644.
-    /// - Throws: `IO_ERROR`.
+    /// Writes the ring atomically, mode 0644: a new file under a random name (O_EXCL|O_NOFOLLOW,
+    /// the mode set at creation), fsync, rename, directory fsync. Refuses a directory that group
+    /// or others may write.
+    /// - Throws: `KEYS_DIRECTORY_UNSAFE`, `IO_ERROR`.
     public func write(path: String) throws(VaultError) {
-        let tmp = path + ".tmp-\(getpid())"
+        try KeyFileIO.checkDirectory(KeyFileIO.parentDirectory(of: path))
         let bytes = Array(text.utf8)
-        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw VaultError(.ioError, "cannot write \(tmp): \(KeyFileIO.errnoText(errno))", field: path) }
-        fchmod(fd, 0o644)
-        let ok = bytes.withUnsafeBytes { b -> Bool in
-            var off = 0
-            while off < b.count {
-                let n = Glibc.write(fd, b.baseAddress! + off, b.count - off)
-                if n < 0, errno == EINTR { continue }
-                guard n > 0 else { return false }
-                off += n
-            }
-            return fsync(fd) == 0
-        }
-        close(fd)
-        guard ok, rename(tmp, path) == 0 else {
-            let e = errno
-            unlink(tmp)
-            throw VaultError(.ioError, "cannot write \(path): \(KeyFileIO.errnoText(e))", field: path)
-        }
-        KeyFileIO.syncDirectory((path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent)
+        try bytes.withUnsafeBytes { b in
+            Result { () throws(VaultError) in try KeyFileIO.replace(path: path, mode: 0o644, bytes: b) }
+        }.get()
     }
 }
 

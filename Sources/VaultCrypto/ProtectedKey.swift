@@ -179,8 +179,9 @@ extension KeyFiles {
     /// - Throws: key-file codes, `KEY_PASSPHRASE_REQUIRED`, `KEY_PASSPHRASE_WRONG`, `IO_ERROR`.
     public static func reprotect(path: String, current: SecureBytes?, new: SecureBytes?, cost: ProtectedKey.Cost) throws(VaultError) {
         let key = try SecretKey(path: path, passphrase: current)
-        let tmp = path + ".new-\(getpid())"
-        unlink(tmp)
+        try KeyFileIO.checkDirectory(parentDirectory(of: path))
+        // A random name, created exclusively without following symlinks (createExclusive).
+        let tmp = path + ".new-" + RandomID.make(prefix: "", bytes: 12)
         if let new {
             try writeProtected(key.bytes, passphrase: new, cost: cost, path: tmp)
         } else {

@@ -23,6 +23,9 @@ public struct VaultError: Error, Sendable, Equatable, CustomStringConvertible {
         public static let keyFilePermissions = Code(rawValue: "KEY_FILE_PERMISSIONS")
         /// keygen refuses to overwrite an existing file.
         public static let keyFileExists = Code(rawValue: "KEY_FILE_EXISTS")
+        /// A keys directory that group or others may write: files written there could be swapped
+        /// or redirected (a planted symlink), so nothing is written into it.
+        public static let keysDirectoryUnsafe = Code(rawValue: "KEYS_DIRECTORY_UNSAFE")
         /// A fingerprint key is needed and none was found.
         public static let fingerprintKeyMissing = Code(rawValue: "FINGERPRINT_KEY_MISSING")
 

@@ -10,6 +10,10 @@ two styles the relay templates in deploy/relay/ target:
       card 4000000000000002 -> 200 {"payment_status":"FAILED","error_details":{"error_code":"card_declined"}}
 
 Either style: amount 5000 (minor units, or 50.00) -> 500; amount 7777 (77.77) -> no answer for 10 s.
+
+For the relay's hardening tests: POST /redirect/<code> answers <code> with `Location:` set to the
+request's X-Redirect-To header (a second listener that must receive nothing); POST /slow answers
+{"id","status":"succeeded"} after 2 s. GET requests (a 302 turned into a GET) are recorded too.
 """
 import json
 import sys
@@ -35,11 +39,29 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def record(self, method, raw):
+        with lock, open(log_path, "a") as f:
+            f.write(json.dumps({"method": method, "path": self.path, "headers": dict(self.headers),
+                                "body": raw.decode("utf-8", "replace")}) + "\n")
+
+    def do_GET(self):
+        self.record("GET", b"")
+        return self.answer(404, {"error": "not here"})
+
     def do_POST(self):
         raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        with lock, open(log_path, "a") as f:
-            f.write(json.dumps({"method": "POST", "path": self.path, "headers": dict(self.headers),
-                                "body": raw.decode("utf-8", "replace")}) + "\n")
+        self.record("POST", raw)
+        if self.path.startswith("/redirect/"):
+            body = b"{}"
+            self.send_response(int(self.path.rsplit("/", 1)[1]))
+            self.send_header("Location", self.headers.get("X-Redirect-To", "/"))
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        if self.path == "/slow":
+            time.sleep(2)
+            return self.answer(200, {"id": "pi_" + uuid.uuid4().hex[:16], "status": "succeeded"})
         if self.path == "/v1/payment_intents":
             form = dict(urllib.parse.parse_qsl(raw.decode()))
             pan, amount = form.get("payment_method_data[card][number]"), form.get("amount")

@@ -41,11 +41,17 @@ import Testing
         deinit { stop() }
     }
 
-    /// A copy of a shipped template with a short timeout (the 7777 case waits 10 s).
-    static func template(_ name: String, dir: String) throws -> String {
+    /// A copy of a shipped template with a short timeout (the 7777 case waits 10 s); with
+    /// `loopback`, it opts in to http to the loopback stand-in (`request.allow_http_loopback`).
+    static func template(_ name: String, dir: String, loopback: Bool = true) throws -> String {
         let source = repositoryRoot.appendingPathComponent("deploy/relay/\(name).json").path
         var json = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: source))) as? [String: Any])
         json["timeout_seconds"] = 1.5
+        if loopback {
+            var request = try #require(json["request"] as? [String: Any])
+            request["allow_http_loopback"] = true
+            json["request"] = request
+        }
         let path = "\(dir)/\(name).json"
         try JSONSerialization.data(withJSONObject: json).write(to: URL(fileURLWithPath: path))
         return path
@@ -72,6 +78,8 @@ import Testing
         let key = "order-" + UUID().uuidString
         let (status, json, body) = try s.pay(token, key: key, amount: 1999, currency: "EUR")
         #expect(status == 201 && json["status"] as? String == "succeeded", "\(body)")
+        // The processor's idempotency key is the payment id; the caller's key is never sent.
+        let paymentID = try #require(json["id"] as? String)
         #expect((json["reference"] as? String)?.isEmpty == false)
         let sent = try #require(fake.requests().last)
         let sentBody = sent["body"] as? String ?? ""
@@ -87,7 +95,7 @@ import Testing
             #expect(form["payment_method_data[billing_details][name]"] == "Ada O'Neil & Co")
             #expect(form["amount"] == "1999" && form["currency"] == "eur")
             #expect(headers["Authorization"] == "Bearer sk_test_vault")
-            #expect(headers["Idempotency-Key"] == key)
+            #expect(headers["Idempotency-Key"] == paymentID)
         } else {
             let doc = try #require(try JSONSerialization.jsonObject(with: Data(sentBody.utf8)) as? [String: Any])
             let cardDoc = (doc["payment_method"] as? [String: Any])?["card"] as? [String: Any] ?? [:]
@@ -95,8 +103,9 @@ import Testing
             #expect(cardDoc["card_cvv"] as? String == "737" && cardDoc["card_expiry_mm"] as? String == "07" && cardDoc["card_expiry_yy"] as? String == "31")
             #expect(cardDoc["card_holder_name"] as? String == "Ada O'Neil & Co")
             #expect((doc["order_amount"] as? NSNumber)?.doubleValue == 19.99 && doc["order_currency"] as? String == "EUR")
-            #expect(headers["x-client-secret"] == "cf_secret" && headers["x-idempotency-key"] == key)
+            #expect(headers["x-client-secret"] == "cf_secret" && headers["x-idempotency-key"] == paymentID)
         }
+        #expect(!(sentBody + headers.description + (sent["path"] as? String ?? "")).contains(key), "the caller's idempotency key reached the processor")
         // The card is in the body and nowhere else: not in the path, not in a header.
         #expect(!containsPAN((sent["path"] as? String ?? "") + headers.description))
 
@@ -136,5 +145,31 @@ import Testing
             .write(toFile: bad, atomically: true, encoding: .utf8)
         let r = try run(vaultBinary, ["gateway", "--socket", s.gatewaySocket, "--keys", s.dir + "/gateway-keys", "--processor", "relay:" + bad])
         #expect(r.status != 0 && r.stderr.contains("RELAY_TEMPLATE_INVALID") && r.stderr.contains("body only"), "\(r.stderr)")
+    }
+
+    /// A shipped template pointed at an http base URL: refused when the gateway starts unless the
+    /// template opts in to http, and then only to a loopback host (RELAY_URL_NOT_ALLOWED).
+    @Test(arguments: [("http://127.0.0.1:9", false), ("http://192.0.2.10:8080", true), ("http://processor.example", true)])
+    func httpRelayURLsAreRefusedAtStart(base: String, optIn: Bool) throws {
+        let s = try PaymentsCLITests.Stack()
+        let template = try Self.template("stripe-style", dir: s.dir, loopback: optIn)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: vaultBinary)
+        p.arguments = ["gateway", "--socket", s.gatewaySocket, "--keys", s.dir + "/gateway-keys", "--processor", "relay:" + template,
+                       "--ledger", s.dir + "/relay.sqlite"]
+        p.environment = ProcessInfo.processInfo.environment.merging(["RELAY_BASE_URL": base, "STRIPE_SECRET_KEY": "sk_test_vault"]) { $1 }
+        let err = Pipe()
+        p.standardError = err
+        p.standardOutput = FileHandle.nullDevice
+        try p.run()
+        // A gateway that started would serve: give it 15 s to refuse, then stop it (a failure).
+        for _ in 0..<300 where p.isRunning { usleep(50_000) }
+        let refused = !p.isRunning
+        if !refused { kill(p.processIdentifier, SIGKILL) }
+        p.waitUntilExit()
+        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(refused && p.terminationStatus != 0, "the gateway started with \(base)")
+        #expect(stderr.contains("RELAY_URL_NOT_ALLOWED"), "\(stderr)")
+        #expect(!FileManager.default.fileExists(atPath: s.gatewaySocket))
     }
 }

@@ -188,6 +188,38 @@ import Testing
         #expect(tampered.status == 1 && tampered.stderr.contains("line 6"), "\(tampered.stderr)")
     }
 
+    /// `vault keys init/add/promote` write into the keys directory only when group and others
+    /// cannot write it (KEYS_DIRECTORY_UNSAFE, exit 2), and a symlink planted at the old
+    /// predictable temporary name is never followed.
+    @Test func keysCommandsRefuseADirectoryOthersMayWriteAndNeverFollowAPlantedSymlink() throws {
+        let s = try Stack()
+        let keys = s.dir + "/sidecar-keys"
+        let victim = s.dir + "/victim.key"
+        FileManager.default.createFile(atPath: victim, contents: Data("vault:sk:v1:victim\n".utf8), attributes: [.posixPermissions: 0o600])
+        chmod(keys, 0o777)
+        let refused = try vault("keys", "init", "--keys", keys)
+        #expect(refused.status == 2 && refused.stderr.contains("KEYS_DIRECTORY_UNSAFE"), "\(refused.status) \(refused.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: keys + "/ring.json"))
+        chmod(keys, 0o775)
+        #expect(try vault("keys", "init", "--keys", keys).stderr.contains("KEYS_DIRECTORY_UNSAFE"))
+        chmod(keys, 0o755)
+        // The ring is written through a random temporary name: the old guessable one is ignored.
+        let initial = try vault("keys", "init", "--keys", keys)
+        #expect(initial.status == 0, "\(initial.stderr)")
+        let added = try vault("keys", "add", "--keys", keys, "--secret-dir", s.dir + "/gateway-keys")
+        #expect(added.status == 0, "\(added.stderr)")
+        let kid = added.out.trimmingCharacters(in: .whitespacesAndNewlines)
+        // Plant links at the temporary names (ring.json.tmp-<pid>) the next processes would have used.
+        let next = Int32(try run("/bin/sh", ["-c", "echo $$"]).out.trimmingCharacters(in: .whitespacesAndNewlines)) ?? getpid()
+        for p in next..<(next + 2000) { _ = symlink(victim, keys + "/ring.json.tmp-\(p)") }
+        let promoted = try vault("keys", "promote", kid, "--keys", keys)
+        #expect(promoted.status == 0, "\(promoted.stderr)")
+        #expect(String(decoding: FileManager.default.contents(atPath: victim) ?? Data(), as: UTF8.self) == "vault:sk:v1:victim\n")
+        var st = stat()
+        #expect(stat(victim, &st) == 0 && st.st_mode & 0o777 == 0o600)
+        #expect(try String(contentsOfFile: keys + "/ring.json", encoding: .utf8).contains(kid))
+    }
+
     @Test func aSidecarWithSeveralPublicKeysAndNoRingRefusesToStart() throws {
         let s = try Stack()
         let other = try vault("keygen", "--out", s.dir + "/gateway-keys").out.trimmingCharacters(in: .whitespacesAndNewlines)

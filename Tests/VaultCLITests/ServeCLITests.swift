@@ -209,6 +209,35 @@ import VaultCrypto
         #expect(unknown.status != 0 && unknown.stderr.contains("SOCKET_GROUP_UNKNOWN"), "\(unknown.stderr)")
     }
 
+    /// The socket is bound in a private directory and linked into place with its mode already
+    /// set: from the first moment its path exists it is a socket with the configured mode (it used
+    /// to appear with the umask's 0700 and be chmod'ed by path afterwards, through whatever the
+    /// path then was). No private directory is left behind.
+    @Test func theSocketIsNeverVisibleWithAnotherMode() throws {
+        var s = try Sidecar()
+        defer { s.process?.terminate(); s.remove() }
+        let stale = Pipe()
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: vaultBinary)
+        p.arguments = ["serve", "--socket", s.socket, "--keys", s.keys, "--store", "sqlite:\(s.dir)/tokens.sqlite", "--socket-mode", "666"]
+        p.standardError = stale
+        p.standardOutput = stale
+        try p.run()
+        s.process = p
+        var first: mode_t?
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline, p.isRunning {
+            var st = stat()
+            if lstat(s.socket, &st) == 0 { first = st.st_mode; break }
+        }
+        let mode = try #require(first, "the socket never appeared")
+        #expect(mode & S_IFMT == S_IFSOCK)
+        #expect(mode & 0o7777 == 0o666, "the socket first appeared with mode \(String(mode & 0o7777, radix: 8))")
+        for _ in 0..<200 where (try? s.curl("GET", "/v1/health").0) != 200 { usleep(50_000) }
+        #expect(try s.curl("GET", "/v1/health").0 == 200)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: s.dir).filter { $0.hasPrefix(".vsock-") }.isEmpty)
+    }
+
     /// The CLI and the Swift client (SidecarClient) against the live sidecar.
     @Test func tokenizeAndTokenCommandsUseTheSocket() throws {
         var s = try Sidecar()

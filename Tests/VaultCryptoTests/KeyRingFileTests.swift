@@ -67,6 +67,41 @@ import VaultCrypto
     }
 
     /// The text form is exactly one key per line in file order, with whole-second UTC times.
+    /// The old temporary name (`ring.json.tmp-<pid>`, opened O_CREAT|O_TRUNC) followed a symlink
+    /// planted there: writing the ring overwrote the link's target and left it 0644. Now the
+    /// temporary file has a random name and is created O_EXCL|O_NOFOLLOW: the target is untouched.
+    @Test func aSymlinkAtTheOldTemporaryNameIsNeverFollowed() throws {
+        let dir = makeTemporaryDirectory()
+        let elsewhere = makeTemporaryDirectory()
+        defer { removeTree(dir); removeTree(elsewhere) }
+        let victim = "\(elsewhere)/victim.key"
+        writeFile(victim, "vault:sk:v1:not-to-be-overwritten\n", mode: 0o600)
+        let path = "\(dir)/\(KeyRingFile.fileName)"
+        for name in ["\(path).tmp-\(getpid())", "\(path).tmp"] { #expect(symlink(victim, name) == 0) }
+        let ring = try Self.sampleRing()
+        try ring.write(path: path)
+        #expect(readFile(victim) == "vault:sk:v1:not-to-be-overwritten\n")
+        #expect(fileMode(victim) == 0o600)
+        #expect(try KeyRingFile.load(path: path) == ring)
+        var st = stat()
+        #expect(lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG && st.st_mode & 0o777 == 0o644)
+    }
+
+    /// A keys directory that group or others may write (sticky /tmp included) is refused: nothing
+    /// is written there.
+    @Test(arguments: [0o777, 0o775, 0o757, 0o1777] as [mode_t])
+    func aDirectoryOthersMayWriteIsRefused(mode: mode_t) throws {
+        let dir = makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        #expect(chmod(dir, mode) == 0)
+        let error = #expect(throws: VaultError.self) { try Self.sampleRing().write(path: "\(dir)/\(KeyRingFile.fileName)") }
+        #expect(error?.code.rawValue == "KEYS_DIRECTORY_UNSAFE")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir).isEmpty)
+        let keygen = #expect(throws: VaultError.self) { try KeyFiles.generateKeyPair(directory: dir) }
+        #expect(keygen?.code.rawValue == "KEYS_DIRECTORY_UNSAFE")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir).isEmpty)
+    }
+
     @Test func textFormIsStable() throws {
         let ring = try Self.sampleRing()
         let expected = """

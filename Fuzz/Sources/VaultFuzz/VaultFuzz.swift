@@ -328,7 +328,8 @@ func signedWithKey(_ token: String) -> Bool {
 
 let relayProcessor: RelayProcessor = {
     let template = try! RelayTemplate(root: [
-        "request": ["url": "https://processor.invalid/v1/charges", "form": [["card[number]", "{{pan}}"], ["amount", "{{amount}}"]]],
+        "request": ["url": "https://processor.invalid/v1/charges", "headers": [["Idempotency-Key", "{{idempotency_key}}"]],
+                    "form": [["card[number]", "{{pan}}"], ["amount", "{{amount}}"]]],
         "response": ["status": "status", "succeeded": ["succeeded"], "declined": ["failed"], "requires_action": ["requires_action"],
                      "decline_code": "failure_code", "reference": "id", "declined_http_statuses": [402], "error_decline_code": "error.decline_code"],
     ])
@@ -344,13 +345,17 @@ func relay(_ input: UnsafeRawBufferPointer) {
             // A template that loads never puts a card field in the URL or a header.
             let outside = ([template.url] + template.headers.map(\.1)).flatMap { RelayTemplate.placeholders(in: $0) }
             check(!outside.contains { RelayTemplate.cardPlaceholders.contains($0) }, "card fields only in the body")
+            // ... and always carries the processor's idempotency key.
+            let carried = (template.headers.map(\.1) + RelayTemplate.bodyTexts(template.body)).flatMap { RelayTemplate.placeholders(in: $0) }
+            check(carried.contains("idempotency_key") || carried.contains("payment_id"), "the processor idempotency key is carried")
         }
     } else {
         // A processor's answer (hostile or broken), mapped through a fixed template.
-        let status = [200, 201, 402, 404, 500, 503][Int(mode >> 1) % 6]
+        let status = [200, 201, 402, 404, 500, 503, 302, 307, 308][Int(mode >> 1) % 9]
         do {
             let outcome = try relayProcessor.map(status: status, body: ByteBuffer(data: rest))
             check(status < 500, "5xx is never an outcome: \(outcome)")
+            check(!(300..<400).contains(status), "a redirect is never an outcome: \(outcome)")
         } catch {
             check(error is ProcessorUnavailable, "unreadable answers are ProcessorUnavailable")
         }

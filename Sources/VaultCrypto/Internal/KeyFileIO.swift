@@ -86,6 +86,66 @@ enum KeyFileIO {
         }
     }
 
+    /// Refuses a directory that group or others may write (sticky `/tmp` included): another user
+    /// could plant files or symlinks where key files and the ring are written.
+    /// - Throws: `KEYS_DIRECTORY_UNSAFE`, `KEY_FILE_NOT_FOUND` (no such directory).
+    static func checkDirectory(_ dir: String) throws(VaultError) {
+        var st = stat()
+        guard stat(dir, &st) == 0 else {
+            throw VaultError(.keyFileNotFound, "cannot open the keys directory \(dir): \(errnoText(errno))", field: dir)
+        }
+        guard (st.st_mode & S_IFMT) == S_IFDIR else {
+            throw VaultError(.keysDirectoryUnsafe, "\(dir) is not a directory", field: dir)
+        }
+        guard st.st_mode & 0o022 == 0 else {
+            throw VaultError(
+                .keysDirectoryUnsafe,
+                "the keys directory \(dir) has mode \(octal(st.st_mode & 0o7777)): group or others may write it; refusing to write keys there (chmod go-w \(dir))",
+                field: dir)
+        }
+    }
+
+    /// Replaces `path` atomically with `bytes`: a new file under a random name in the same
+    /// directory (O_CREAT|O_EXCL|O_NOFOLLOW, `mode` from creation on), fsync, rename over `path`,
+    /// fsync of the directory. A symlink planted anywhere is never followed.
+    /// - Throws: `IO_ERROR`.
+    static func replace(path: String, mode: mode_t, bytes: UnsafeRawBufferPointer) throws(VaultError) {
+        let dir = parentDirectory(of: path)
+        var tmp = ""
+        var fd: Int32 = -1
+        for _ in 0..<8 {
+            tmp = path + ".tmp-" + RandomID.make(prefix: "", bytes: 12)
+            fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
+            if fd >= 0 || errno != EEXIST { break }
+        }
+        guard fd >= 0 else { throw VaultError(.ioError, "cannot create a file beside \(path): \(errnoText(errno))", field: path) }
+        var ok = fchmod(fd, mode) == 0
+        var written = 0
+        while ok, written < bytes.count {
+            let n = write(fd, bytes.baseAddress! + written, bytes.count - written)
+            if n < 0, errno == EINTR { continue }
+            if n <= 0 { ok = false; break }
+            written += n
+        }
+        if ok { ok = fsync(fd) == 0 }
+        var e = errno
+        close(fd)
+        if ok {
+            ok = rename(tmp, path) == 0
+            e = errno
+        }
+        guard ok else {
+            unlink(tmp)
+            throw VaultError(.ioError, "cannot write \(path): \(errnoText(e))", field: path)
+        }
+        syncDirectory(dir)
+    }
+
+    static func parentDirectory(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+
     /// True if something exists at `path`.
     static func exists(_ path: String) -> Bool {
         var st = stat()
