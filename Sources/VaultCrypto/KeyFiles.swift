@@ -80,10 +80,12 @@ public enum KeyFiles {
 
     /// Copies the fingerprint key at `source` to `destination` (mode 0600, created exclusively).
     /// - Returns: true when written, false when `destination` already holds the same key.
-    /// - Throws: the codes of `loadFingerprintKey`; `KEY_FILE_EXISTS` when `destination` holds a
+    /// - Throws: the codes of `loadFingerprintKey`; `KEYS_DIRECTORY_UNSAFE` for a destination
+    ///   directory group or others may write; `KEY_FILE_EXISTS` when `destination` holds a
     ///   different fingerprint key (two keys would split every fingerprint in two).
     public static func copyFingerprintKey(from source: String, to destination: String) throws(VaultError) -> Bool {
         let key = try loadFingerprintKey(path: source)
+        try KeyFileIO.checkDirectory(KeyFileIO.parentDirectory(of: destination))
         if access(destination, F_OK) == 0 {
             let existing = try loadFingerprintKey(path: destination)
             let probe: [UInt8] = Array("0000000000000000".utf8)
@@ -94,8 +96,7 @@ public enum KeyFiles {
             return false
         }
         try writeSecret(key.bytes, kind: .fingerprint, path: destination)
-        let slash = destination.lastIndex(of: "/")
-        KeyFileIO.syncDirectory(slash.map { String(destination[..<$0]) } ?? ".")
+        KeyFileIO.syncDirectory(KeyFileIO.parentDirectory(of: destination))
         return true
     }
 
