@@ -78,7 +78,8 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
                     let data = out.fileHandleForReading.readDataToEndOfFile()
                     p.waitUntilExit()
                     return String(decoding: data, as: UTF8.self)
-                })
+                },
+                sql: { text in try await running.client.query(PostgresQuery(unsafeSQL: text)) })
         }
     }
 }
@@ -94,6 +95,8 @@ struct StoreHarness: Sendable {
     var customers: @Sendable () async throws -> any CustomerStore
     /// A plain-text dump of the store (pg_dump for PostgreSQL; nil for SQLite, whose files are read).
     var dump: @Sendable () throws -> String? = { nil }
+    /// Runs SQL statements on the store's database (PostgreSQL; for SQLite, use the pool).
+    var sql: @Sendable (String) async throws -> Void = { _ in }
 }
 
 final class Box: @unchecked Sendable { var clients: [RunningClient] = [] }
