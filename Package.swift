@@ -139,9 +139,9 @@ let package = Package(
         .testTarget(
             name: "SidecarTests",
             dependencies: [
-                "Sidecar", "Tokenizer", "VaultCrypto", "CardRules", "SocketHTTP",
+                "Sidecar", "Tokenizer", "VaultCrypto", "CardRules", "SocketHTTP", "Payments",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
         .testTarget(

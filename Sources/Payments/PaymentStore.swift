@@ -19,7 +19,11 @@ public struct PaymentRecord: Sendable, Equatable {
 
     /// `pay_` + 128 random bits.
     public var id: String
-    /// The caller's key: the same key and request return this payment, never a second charge.
+    /// Whose key space `idempotencyKey` lives in (`PaymentScope`): a peer's uid, a checkout
+    /// session, or the global scope of payments made before scopes existed and of mandate cycles.
+    public var scope: String
+    /// The caller's key, unique within `scope`: the same scope, key and request return this
+    /// payment, never a second charge.
     public var idempotencyKey: String
     /// What was asked, in a canonical form (`token=…&amount=…&currency=…`), to tell a replay from
     /// a different request under the same key.
@@ -40,11 +44,12 @@ public struct PaymentRecord: Sendable, Equatable {
     public var updatedAt: Date
 
     public init(
-        id: String, idempotencyKey: String, request: String, token: String, singleUse: Bool, amount: Int, currency: String,
-        status: Status = .processing, code: String? = nil, reference: String? = nil, nextAction: String? = nil,
-        createdAt: Date, updatedAt: Date? = nil
+        id: String, scope: String = PaymentScope.global, idempotencyKey: String, request: String, token: String, singleUse: Bool,
+        amount: Int, currency: String, status: Status = .processing, code: String? = nil, reference: String? = nil,
+        nextAction: String? = nil, createdAt: Date, updatedAt: Date? = nil
     ) {
         self.id = id
+        self.scope = scope
         self.idempotencyKey = idempotencyKey
         self.request = request
         self.token = token
@@ -60,11 +65,27 @@ public struct PaymentRecord: Sendable, Equatable {
     }
 }
 
+/// The key spaces of idempotency keys. A key is unique within its scope only: the same key sent by
+/// two peers, or in two checkout sessions, names two independent payments, and nothing about one
+/// is visible through the other.
+public enum PaymentScope {
+    /// Rows made before scopes existed (migrated in place) and mandate cycles, whose keys
+    /// (`mandate:<id>:cycle:<n>`) the vault makes itself under a prefix callers may not use.
+    public static let global = "global"
+    /// `POST /v1/payments` by the peer with this uid (`SO_PEERCRED`).
+    public static func peer(uid: UInt32) -> String { "uid:\(uid)" }
+    /// The scope used when no peer credentials are known (routes served without the peer
+    /// middleware, as in tests; the sidecar itself refuses such requests before any route runs).
+    public static let unknownPeer = "uid:unknown"
+    /// `POST /v1/sessions/{id}/pay`: the key lives in that session's scope.
+    public static func session(_ id: String) -> String { "session:\(id)" }
+}
+
 /// What `begin` found.
 public enum PaymentBegin: Sendable, Equatable {
     /// The intent was recorded: go on and call the gateway.
     case created
-    /// A payment with that idempotency key exists (whatever its request: the caller compares).
+    /// A payment with that scope and idempotency key exists (whatever its request: the caller compares).
     case existing(PaymentRecord)
 }
 
@@ -73,7 +94,7 @@ public enum PaymentBegin: Sendable, Equatable {
 /// Every method that changes something returns only after the change is durable, so an intent is
 /// on disk before the gateway is called and a restart can reconcile it.
 public protocol PaymentStore: Sendable {
-    /// Records a new intent (status `processing`) unless its idempotency key is taken.
+    /// Records a new intent (status `processing`) unless its (scope, idempotency key) is taken.
     /// - Throws: `TOKEN_IN_USE` when the token is single use and another payment on it is
     ///   processing, waiting for 3-D Secure or succeeded; `STORE_UNAVAILABLE`.
     func begin(_ record: PaymentRecord) async throws(PaymentStoreError) -> PaymentBegin
@@ -91,8 +112,8 @@ public protocol PaymentStore: Sendable {
     /// A payment by id.
     func get(_ id: String) async throws(PaymentStoreError) -> PaymentRecord?
 
-    /// The payment made under an idempotency key, if any.
-    func find(idempotencyKey: String) async throws(PaymentStoreError) -> PaymentRecord?
+    /// The payment made under an idempotency key in a scope, if any (never one of another scope).
+    func find(scope: String, idempotencyKey: String) async throws(PaymentStoreError) -> PaymentRecord?
 
     /// Payments still `processing` that were last touched before `before` (to reconcile).
     func processing(before: Date) async throws(PaymentStoreError) -> [PaymentRecord]
@@ -122,7 +143,7 @@ public struct PaymentStoreError: Error, Sendable, Equatable, CustomStringConvert
 
 /// Columns shared by both backends.
 enum PaymentColumns {
-    static let list = "id, idempotency_key, request, token, single_use, amount, currency, status, code, reference, next_action, created_at, updated_at"
+    static let list = "id, idempotency_key, request, token, single_use, amount, currency, status, code, reference, next_action, created_at, updated_at, scope"
     /// Statuses that hold a single-use token.
     static let holdingStatuses = "('processing','requires_action','succeeded')"
     static func millis(_ d: Date) -> Int64 { Int64((d.timeIntervalSince1970 * 1000).rounded()) }

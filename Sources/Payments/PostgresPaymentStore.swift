@@ -43,11 +43,22 @@ public final class PostgresPaymentStore: PaymentStore, SessionStore {
                 try await c.query(
                     "CREATE INDEX IF NOT EXISTS vault_payments_processing ON vault_payments (updated_at) WHERE status = 'processing'",
                     logger: logger)
+                // Idempotency keys scoped per peer and per session, in place and idempotently:
+                // existing rows take the global scope (their replays keep working, PaymentService),
+                // and the key's uniqueness moves from the key alone to (scope, key).
+                try await c.query(
+                    "ALTER TABLE vault_payments ADD COLUMN IF NOT EXISTS scope TEXT NOT NULL DEFAULT 'global'", logger: logger)
+                try await c.query(
+                    "CREATE UNIQUE INDEX IF NOT EXISTS vault_payments_scope_key ON vault_payments (scope, idempotency_key)", logger: logger)
+                try await c.query(
+                    "ALTER TABLE vault_payments DROP CONSTRAINT IF EXISTS vault_payments_idempotency_key_key", logger: logger)
                 try await c.query("""
                     CREATE TABLE IF NOT EXISTS vault_sessions (
                         id TEXT PRIMARY KEY, amount BIGINT NOT NULL, currency TEXT NOT NULL, brands TEXT NOT NULL, customer TEXT,
                         status TEXT NOT NULL, payment_id TEXT, created_at BIGINT NOT NULL, expires_at BIGINT NOT NULL)
                     """, logger: logger)
+                try await c.query(
+                    "ALTER TABLE vault_sessions ADD COLUMN IF NOT EXISTS attempts INTEGER NOT NULL DEFAULT 0", logger: logger)
             }
         }
     }
@@ -58,14 +69,14 @@ public final class PostgresPaymentStore: PaymentStore, SessionStore {
             let rows = try await client.query("""
                 INSERT INTO vault_payments (\(unescaped: PaymentColumns.list))
                 VALUES (\(r.id), \(r.idempotencyKey), \(r.request), \(r.token), \(r.singleUse), \(Int64(r.amount)), \(r.currency),
-                        \(r.status.rawValue), \(r.code), \(r.reference), \(r.nextAction), \(created), \(updated))
-                ON CONFLICT (idempotency_key) DO NOTHING RETURNING id
+                        \(r.status.rawValue), \(r.code), \(r.reference), \(r.nextAction), \(created), \(updated), \(r.scope))
+                ON CONFLICT (scope, idempotency_key) DO NOTHING RETURNING id
                 """, logger: logger)
             for try await _ in rows { return true }
             return false
         }
         if inserted { return .created }
-        guard let existing = try await fetch("idempotency_key", r.idempotencyKey).first else {
+        guard let existing = try await find(scope: r.scope, idempotencyKey: r.idempotencyKey) else {
             throw PaymentStoreError(.unavailable, "a payment with that idempotency key vanished while being read")
         }
         return .existing(existing)
@@ -96,8 +107,10 @@ public final class PostgresPaymentStore: PaymentStore, SessionStore {
         try await fetch("id", id).first
     }
 
-    public func find(idempotencyKey: String) async throws(PaymentStoreError) -> PaymentRecord? {
-        try await fetch("idempotency_key", idempotencyKey).first
+    public func find(scope: String, idempotencyKey: String) async throws(PaymentStoreError) -> PaymentRecord? {
+        try await select(
+            "SELECT \(unescaped: PaymentColumns.list) FROM vault_payments WHERE scope = \(scope) AND idempotency_key = \(idempotencyKey)"
+        ).first
     }
 
     public func processing(before: Date) async throws(PaymentStoreError) -> [PaymentRecord] {
@@ -123,14 +136,14 @@ public final class PostgresPaymentStore: PaymentStore, SessionStore {
     public func session(_ id: String) async throws(PaymentStoreError) -> SessionRecord? {
         try await run("session") { client, logger in
             let rows = try await client.query(
-                "SELECT id, amount, currency, brands, customer, status, payment_id, created_at, expires_at FROM vault_sessions WHERE id = \(id)",
+                "SELECT id, amount, currency, brands, customer, status, payment_id, created_at, expires_at, attempts FROM vault_sessions WHERE id = \(id)",
                 logger: logger)
-            for try await (id, amount, currency, brands, customer, status, payment, created, expires)
-                in rows.decode((String, Int64, String, String, String?, String, String?, Int64, Int64).self) {
+            for try await (id, amount, currency, brands, customer, status, payment, created, expires, attempts)
+                in rows.decode((String, Int64, String, String, String?, String, String?, Int64, Int64, Int32).self) {
                 return SessionRecord(
                     id: id, amount: Int(amount), currency: currency, acceptedBrands: brands.split(separator: ",").map(String.init),
                     customer: customer, status: SessionRecord.Status(rawValue: status) ?? .completed, paymentID: payment,
-                    createdAt: PaymentColumns.date(created), expiresAt: PaymentColumns.date(expires))
+                    attempts: Int(attempts), createdAt: PaymentColumns.date(created), expiresAt: PaymentColumns.date(expires))
             }
             return nil
         }
@@ -147,10 +160,21 @@ public final class PostgresPaymentStore: PaymentStore, SessionStore {
         }
     }
 
+    public func failSessionAttempt(_ id: String, maxAttempts: Int) async throws(PaymentStoreError) -> SessionRecord.Status? {
+        let limit = Int32(clamping: maxAttempts)
+        return try await run("session attempt") { client, logger in
+            let rows = try await client.query("""
+                UPDATE vault_sessions SET attempts = attempts + 1,
+                    status = CASE WHEN attempts + 1 >= \(limit) THEN 'closed' ELSE 'open' END
+                WHERE id = \(id) AND status = 'paying' RETURNING status
+                """, logger: logger)
+            for try await status in rows.decode(String.self) { return SessionRecord.Status(rawValue: status) }
+            return nil
+        }
+    }
+
     private func fetch(_ column: String, _ value: String) async throws(PaymentStoreError) -> [PaymentRecord] {
-        column == "id"
-            ? try await select("SELECT \(unescaped: PaymentColumns.list) FROM vault_payments WHERE id = \(value)")
-            : try await select("SELECT \(unescaped: PaymentColumns.list) FROM vault_payments WHERE idempotency_key = \(value)")
+        try await select("SELECT \(unescaped: PaymentColumns.list) FROM vault_payments WHERE id = \(value)")
     }
 
     private func select(_ query: PostgresQuery) async throws(PaymentStoreError) -> [PaymentRecord] {
@@ -160,7 +184,7 @@ public final class PostgresPaymentStore: PaymentStore, SessionStore {
             for try await row in rows {
                 let c = row.makeRandomAccess()
                 out.append(PaymentRecord(
-                    id: try c[0].decode(String.self), idempotencyKey: try c[1].decode(String.self), request: try c[2].decode(String.self),
+                    id: try c[0].decode(String.self), scope: try c[13].decode(String.self), idempotencyKey: try c[1].decode(String.self), request: try c[2].decode(String.self),
                     token: try c[3].decode(String.self), singleUse: try c[4].decode(Bool.self), amount: Int(try c[5].decode(Int64.self)),
                     currency: try c[6].decode(String.self),
                     status: PaymentRecord.Status(rawValue: try c[7].decode(String.self)) ?? .failed,

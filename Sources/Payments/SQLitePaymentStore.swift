@@ -48,6 +48,44 @@ public final class SQLitePaymentStore: PaymentStore, SessionStore {
                 )
                 """)
         }
+        // Idempotency keys scoped per peer and per session (never edit the migrations above:
+        // stores made by earlier versions upgrade in place). SQLite cannot drop the column's
+        // UNIQUE constraint, so the table is rebuilt; every existing row goes to the global
+        // scope, which keeps replays of payments made before the upgrade working (PaymentService).
+        m.registerMigration("payments-v2-scope") { db in
+            try db.execute(sql: """
+                CREATE TABLE payments_v2 (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    scope TEXT NOT NULL DEFAULT '\(PaymentScope.global)',
+                    idempotency_key TEXT NOT NULL,
+                    request TEXT NOT NULL,
+                    token TEXT NOT NULL,
+                    single_use INTEGER NOT NULL,
+                    amount INTEGER NOT NULL,
+                    currency TEXT NOT NULL,
+                    status TEXT NOT NULL,
+                    code TEXT,
+                    reference TEXT,
+                    next_action TEXT,
+                    created_at INTEGER NOT NULL,
+                    updated_at INTEGER NOT NULL,
+                    UNIQUE (scope, idempotency_key)
+                );
+                INSERT INTO payments_v2 (id, scope, idempotency_key, request, token, single_use, amount, currency, status, code,
+                                         reference, next_action, created_at, updated_at)
+                    SELECT id, '\(PaymentScope.global)', idempotency_key, request, token, single_use, amount, currency, status, code,
+                           reference, next_action, created_at, updated_at FROM payments;
+                DROP TABLE payments;
+                ALTER TABLE payments_v2 RENAME TO payments;
+                CREATE UNIQUE INDEX payments_single_use_token ON payments(token)
+                    WHERE single_use = 1 AND status IN \(PaymentColumns.holdingStatuses);
+                CREATE INDEX payments_processing ON payments(updated_at) WHERE status = 'processing';
+                """)
+        }
+        // Failed attempts per checkout session (the attempt cap).
+        m.registerMigration("sessions-v2-attempts") { db in
+            try db.execute(sql: "ALTER TABLE sessions ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0")
+        }
         do { try m.migrate(pool) } catch {
             throw PaymentStoreError(.unavailable, "cannot create the payments table: \(Self.describe(error))")
         }
@@ -55,7 +93,8 @@ public final class SQLitePaymentStore: PaymentStore, SessionStore {
 
     public func begin(_ r: PaymentRecord) async throws(PaymentStoreError) -> PaymentBegin {
         try await write { db in
-            if let row = try Row.fetchOne(db, sql: "SELECT \(PaymentColumns.list) FROM payments WHERE idempotency_key = ?", arguments: [r.idempotencyKey]) {
+            if let row = try Row.fetchOne(
+                db, sql: "SELECT \(PaymentColumns.list) FROM payments WHERE scope = ? AND idempotency_key = ?", arguments: [r.scope, r.idempotencyKey]) {
                 return .existing(Self.record(row))
             }
             if r.singleUse, try Bool.fetchOne(
@@ -64,9 +103,9 @@ public final class SQLitePaymentStore: PaymentStore, SessionStore {
                 throw PaymentStoreError(.tokenInUse, "this single-use token already has a payment in progress or succeeded")
             }
             try db.execute(
-                sql: "INSERT INTO payments (\(PaymentColumns.list)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                sql: "INSERT INTO payments (\(PaymentColumns.list)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 arguments: [r.id, r.idempotencyKey, r.request, r.token, r.singleUse, r.amount, r.currency, r.status.rawValue,
-                            r.code, r.reference, r.nextAction, PaymentColumns.millis(r.createdAt), PaymentColumns.millis(r.updatedAt)])
+                            r.code, r.reference, r.nextAction, PaymentColumns.millis(r.createdAt), PaymentColumns.millis(r.updatedAt), r.scope])
             return .created
         }
     }
@@ -99,10 +138,12 @@ public final class SQLitePaymentStore: PaymentStore, SessionStore {
         }
     }
 
-    public func find(idempotencyKey: String) async throws(PaymentStoreError) -> PaymentRecord? {
+    public func find(scope: String, idempotencyKey: String) async throws(PaymentStoreError) -> PaymentRecord? {
         do {
             return try await pool.read { db in
-                try Row.fetchOne(db, sql: "SELECT \(PaymentColumns.list) FROM payments WHERE idempotency_key = ?", arguments: [idempotencyKey]).map(Self.record)
+                try Row.fetchOne(
+                    db, sql: "SELECT \(PaymentColumns.list) FROM payments WHERE scope = ? AND idempotency_key = ?", arguments: [scope, idempotencyKey]
+                ).map(Self.record)
             }
         } catch {
             throw PaymentStoreError(.unavailable, "payment lookup failed: \(Self.describe(error))")
@@ -140,7 +181,7 @@ public final class SQLitePaymentStore: PaymentStore, SessionStore {
                     SessionRecord(
                         id: r["id"], amount: r["amount"], currency: r["currency"],
                         acceptedBrands: (r["brands"] as String).split(separator: ",").map(String.init), customer: r["customer"],
-                        status: SessionRecord.Status(rawValue: r["status"]) ?? .completed, paymentID: r["payment_id"],
+                        status: SessionRecord.Status(rawValue: r["status"]) ?? .completed, paymentID: r["payment_id"], attempts: r["attempts"],
                         createdAt: PaymentColumns.date(r["created_at"]), expiresAt: PaymentColumns.date(r["expires_at"]))
                 }
             }
@@ -158,9 +199,23 @@ public final class SQLitePaymentStore: PaymentStore, SessionStore {
         }
     }
 
+    public func failSessionAttempt(_ id: String, maxAttempts: Int) async throws(PaymentStoreError) -> SessionRecord.Status? {
+        try await write { db in
+            try db.execute(
+                sql: """
+                    UPDATE sessions SET attempts = attempts + 1,
+                        status = CASE WHEN attempts + 1 >= ? THEN 'closed' ELSE 'open' END
+                    WHERE id = ? AND status = 'paying'
+                    """,
+                arguments: [maxAttempts, id])
+            guard db.changesCount > 0 else { return nil }
+            return try String.fetchOne(db, sql: "SELECT status FROM sessions WHERE id = ?", arguments: [id]).flatMap { SessionRecord.Status(rawValue: $0) }
+        }
+    }
+
     static func record(_ row: Row) -> PaymentRecord {
         PaymentRecord(
-            id: row["id"], idempotencyKey: row["idempotency_key"], request: row["request"], token: row["token"],
+            id: row["id"], scope: row["scope"], idempotencyKey: row["idempotency_key"], request: row["request"], token: row["token"],
             singleUse: row["single_use"], amount: row["amount"], currency: row["currency"],
             status: PaymentRecord.Status(rawValue: row["status"]) ?? .failed, code: row["code"], reference: row["reference"],
             nextAction: row["next_action"], createdAt: PaymentColumns.date(row["created_at"]), updatedAt: PaymentColumns.date(row["updated_at"]))

@@ -12,6 +12,9 @@ public struct SessionRecord: Sendable, Equatable {
         case paying
         /// Paid (or waiting for 3-D Secure): it cannot be used again.
         case completed
+        /// Closed after too many declined attempts (the sidecar's `session_max_attempts`): it
+        /// cannot be used again (`SESSION_ATTEMPTS_EXCEEDED`).
+        case closed
     }
 
     public var id: String
@@ -22,13 +25,17 @@ public struct SessionRecord: Sendable, Equatable {
     public var customer: String?
     public var status: Status
     public var paymentID: String?
+    /// Payment attempts that reached the gateway and did not complete the session (declined or
+    /// refused).
+    public var attempts: Int
     public var createdAt: Date
     public var expiresAt: Date
 
     public init(
         id: String, amount: Int, currency: String, acceptedBrands: [String], customer: String?, status: Status = .open,
-        paymentID: String? = nil, createdAt: Date, expiresAt: Date
+        paymentID: String? = nil, attempts: Int = 0, createdAt: Date, expiresAt: Date
     ) {
+        self.attempts = attempts
         self.id = id
         self.amount = amount
         self.currency = currency
@@ -48,4 +55,8 @@ public protocol SessionStore: Sendable {
     /// Moves a session from `from` to `to` (recording `paymentID` if given), atomically. False
     /// when it was not in `from` (someone else claimed or completed it).
     func transitionSession(_ id: String, from: SessionRecord.Status, to: SessionRecord.Status, paymentID: String?) async throws(PaymentStoreError) -> Bool
+    /// Ends a failed attempt of a session that is `paying`, atomically: counts it, and moves the
+    /// session back to `open`, or to `closed` once `maxAttempts` attempts have failed. Returns
+    /// the new status, or nil when the session was not `paying`.
+    func failSessionAttempt(_ id: String, maxAttempts: Int) async throws(PaymentStoreError) -> SessionRecord.Status?
 }

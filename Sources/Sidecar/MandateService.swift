@@ -67,16 +67,19 @@ public struct MandateService: Sendable {
         }
         let due = m.dueDate(ofCycle: cycle)
         // A cycle that was already charged replays (idempotent) whatever the date.
-        if let done = try? await payments.payments.find(idempotencyKey: key) {
+        // Cycles live in the global scope: their keys are made here, under a prefix no caller may
+        // use, so a cycle is charged once whichever peer asks (and rows from before scopes match).
+        if let done = try? await payments.payments.find(scope: PaymentScope.global, idempotencyKey: key) {
             return try await payments.pay(.init(source: .mandate(m.id, cycle: cycle, instrument: done.token), amount: amount,
-                                                currency: Currency(m.currency)!, idempotencyKey: key))
+                                                currency: Currency(m.currency)!, idempotencyKey: key, scope: PaymentScope.global))
         }
         guard due < m.expiresAt, now() < m.expiresAt else { throw APIError(.gone, "MANDATE_EXPIRED", "this mandate has expired") }
         guard now() >= due else {
             throw APIError(.unprocessableContent, "MANDATE_CYCLE_NOT_DUE", "cycle \(cycle) is due from \(SidecarRoutes.iso(due))", field: "cycle")
         }
         guard let currency = Currency(m.currency) else { throw APIError(.unprocessableContent, "CURRENCY_INVALID", "bad currency") }
-        return try await payments.pay(.init(source: .mandate(m.id, cycle: cycle, instrument: m.instrument), amount: amount, currency: currency, idempotencyKey: key))
+        return try await payments.pay(.init(source: .mandate(m.id, cycle: cycle, instrument: m.instrument), amount: amount, currency: currency, idempotencyKey: key,
+                                            scope: PaymentScope.global))
     }
 
     private func store<T>(_ body: () async throws(PaymentStoreError) -> T) async throws(APIError) -> T {

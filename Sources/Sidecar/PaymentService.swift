@@ -47,6 +47,17 @@ public struct PaymentService: Sendable {
         public var amount: Int
         public var currency: Currency
         public var idempotencyKey: String
+        /// The key space of `idempotencyKey` (`PaymentScope`): the caller's uid for
+        /// `POST /v1/payments`, the session for a session payment, global for mandate cycles.
+        public var scope: String
+
+        public init(source: Source, amount: Int, currency: Currency, idempotencyKey: String, scope: String) {
+            self.source = source
+            self.amount = amount
+            self.currency = currency
+            self.idempotencyKey = idempotencyKey
+            self.scope = scope
+        }
 
         /// The canonical form stored with the payment: a replay must match it exactly.
         var canonical: String {
@@ -62,8 +73,22 @@ public struct PaymentService: Sendable {
     public func pay(_ request: Request) async throws(APIError) -> (payment: PaymentRecord, created: Bool) {
         // A replay returns the first payment; if that first attempt was dropped meanwhile (it
         // never reached a processor), this request makes the payment afresh.
-        if let existing = try await store({ () throws(PaymentStoreError) in try await payments.find(idempotencyKey: request.idempotencyKey) }),
-           let first = try await replay(existing, request) {
+        let existing = try await store { () throws(PaymentStoreError) in
+            try await payments.find(scope: request.scope, idempotencyKey: request.idempotencyKey)
+        }
+        if let existing, let first = try await replay(existing, request) {
+            return (first, false)
+        }
+        // A payment made before keys had scopes lives in the global scope, and nobody knows which
+        // peer made it. A retry of exactly that request (same token or customer, amount and
+        // currency: knowing the token id already means being its owner) replays it, so a retry
+        // across the upgrade never charges twice. Any other request under the key ignores it: no
+        // IDEMPOTENCY_KEY_REUSED that would tell another peer the key exists.
+        if existing == nil, request.scope != PaymentScope.global,
+           let legacy = try await store({ () throws(PaymentStoreError) in
+               try await payments.find(scope: PaymentScope.global, idempotencyKey: request.idempotencyKey)
+           }),
+           legacy.request == request.canonical, let first = try await replay(legacy, request) {
             return (first, false)
         }
         // The card: a token's envelope (with its CVC, if still there), or a stored instrument's.
@@ -84,7 +109,7 @@ public struct PaymentService: Sendable {
             (sourceID, envelopeJSON, singleUse, tokenWithCVC) = (instrument.id, instrument.envelope.json, false, nil)
         }
         let intent = PaymentRecord(
-            id: RandomID.make(prefix: "pay_"), idempotencyKey: request.idempotencyKey, request: request.canonical, token: sourceID,
+            id: RandomID.make(prefix: "pay_"), scope: request.scope, idempotencyKey: request.idempotencyKey, request: request.canonical, token: sourceID,
             singleUse: singleUse, amount: request.amount, currency: request.currency.code, createdAt: now())
         switch try await store({ () throws(PaymentStoreError) in try await payments.begin(intent) }) {
         case .existing(let existing):
@@ -154,6 +179,10 @@ public struct PaymentService: Sendable {
         done.updatedAt = t
         return done
     }
+
+    /// The decline code a tokenize-only caller sees instead of the precise one (card testing:
+    /// `insufficient_funds` against `incorrect_cvc` tells a tester which detail was wrong).
+    public static let genericDeclineCode = "card_declined"
 
     /// The first payment made under this key: the same request gets its result (after waiting for
     /// it if it is still in flight); another request gets 409 `IDEMPOTENCY_KEY_REUSED`. Nil when

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import Payments
 import SocketHTTP
 import VaultCrypto
 
@@ -93,8 +94,31 @@ public struct PeerAuthorizationMiddleware: RouterMiddleware {
             ])
             throw APIError(.forbidden, "PEER_NOT_ALLOWED", "uid \(peer.uid) may not do this on this vault")
         }
-        return try await next(request, context)
+        // The handler learns who calls: idempotency keys are scoped by uid, and a tokenize-only
+        // caller sees generic decline codes.
+        return try await Caller.$current.withValue(Caller(uid: peer.uid, roles: roles)) { try await next(request, context) }
     }
+}
+
+/// The peer of the request being handled and its roles, set by `PeerAuthorizationMiddleware`
+/// (nil when routes are served without it, as in route tests: the sidecar never does that).
+public struct Caller: Sendable, Equatable {
+    public var uid: UInt32
+    public var roles: Set<PeerPolicy.Role>
+
+    public init(uid: UInt32, roles: Set<PeerPolicy.Role>) {
+        self.uid = uid
+        self.roles = roles
+    }
+
+    @TaskLocal public static var current: Caller?
+
+    /// A caller with the tokenize role only (a checkout page's server): it sees generic decline
+    /// codes, never the precise reason, so it cannot use sessions to test cards.
+    public var isTokenizeOnly: Bool { roles.isDisjoint(with: [.pay, .admin]) }
+
+    /// The idempotency scope of this caller's own payments (`POST /v1/payments`).
+    static var paymentScope: String { current.map { PaymentScope.peer(uid: $0.uid) } ?? PaymentScope.unknownPeer }
 }
 
 extension VaultError.Code {

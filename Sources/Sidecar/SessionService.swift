@@ -13,17 +13,25 @@ public struct SessionService: Sendable {
     let sessions: any SessionStore
     let payments: PaymentService
     let tokenizer: Tokenizer
+    /// Payment attempts a session allows before it is closed (`session_max_attempts`).
+    let maxAttempts: Int
     let now: @Sendable () -> Date
 
-    public init(sessions: any SessionStore, payments: PaymentService, tokenizer: Tokenizer, now: @escaping @Sendable () -> Date = Date.init) {
+    public init(
+        sessions: any SessionStore, payments: PaymentService, tokenizer: Tokenizer, maxAttempts: Int = SessionService.defaultMaxAttempts,
+        now: @escaping @Sendable () -> Date = Date.init
+    ) {
         self.sessions = sessions
         self.payments = payments
         self.tokenizer = tokenizer
+        self.maxAttempts = max(1, maxAttempts)
         self.now = now
     }
 
     /// Longest session lifetime.
     public static let maxTTL: Double = 3600
+    /// Default of `session_max_attempts`.
+    public static let defaultMaxAttempts = 3
 
     public func create(amount: Int, currency: Currency, acceptedBrands: [CardBrand], customer: String?, ttl: Double) async throws(APIError) -> SessionRecord {
         let t = now()
@@ -42,7 +50,9 @@ public struct SessionService: Sendable {
     }
 
     /// Tokenizes `tokenize()`'s card and pays the session's amount with it. A replay of the
-    /// idempotency key returns the first payment; a declined card leaves the session open.
+    /// idempotency key returns the first payment; a declined card leaves the session open until
+    /// `maxAttempts` attempts have failed, then the session is closed
+    /// (`SESSION_ATTEMPTS_EXCEEDED`). The key lives in the session's own scope.
     public func pay(
         _ id: String, idempotencyKey: String, tokenize: () async throws(APIError) -> TokenRecord
     ) async throws(APIError) -> (PaymentRecord, Bool) {
@@ -53,6 +63,7 @@ public struct SessionService: Sendable {
             return (p, false)   // a replay of the request that completed the session
         }
         guard now() < s.expiresAt else { throw APIError(.gone, "SESSION_EXPIRED", "this checkout session has expired") }
+        try refuseIfExhausted(s)
         guard s.status == .open else { throw APIError(.conflict, "SESSION_USED", "this checkout session was already used") }
         let token = try await tokenize()
         guard s.acceptedBrands.isEmpty || s.acceptedBrands.contains(token.card.brand.rawValue) else {
@@ -61,25 +72,49 @@ public struct SessionService: Sendable {
         }
         guard try await store({ () throws(PaymentStoreError) in try await sessions.transitionSession(id, from: .open, to: .paying, paymentID: nil) }) else {
             _ = try? await tokenizer.store.delete(token.token)
+            if let fresh = try? await sessions.session(id) { try refuseIfExhausted(fresh) }
             throw APIError(.conflict, "SESSION_USED", "this checkout session was already used")
         }
+        let attempt = PaymentService.Request(
+            source: .token(token.token), amount: s.amount, currency: currency, idempotencyKey: idempotencyKey, scope: PaymentScope.session(id))
         let result: (payment: PaymentRecord, created: Bool)
         do throws(APIError) {
-            result = try await payments.pay(.init(source: .token(token.token), amount: s.amount, currency: currency, idempotencyKey: idempotencyKey))
+            result = try await payments.pay(attempt)
         } catch {
-            // Reopen only when nothing can have been charged: no payment left, or a refused one.
-            // A payment still processing (outcome unknown) keeps the session claimed.
-            let left = try? await payments.payments.find(idempotencyKey: idempotencyKey)
-            if let left, left.status != .failed {
+            // Only this attempt's own payment counts (same scope, key and request): a payment made
+            // under the same key by anyone else, or by an earlier attempt, says nothing about this one.
+            let left = try? await payments.payments.find(scope: attempt.scope, idempotencyKey: idempotencyKey)
+            if let left, left.request == attempt.canonical, left.status != .failed {
+                // Still processing (outcome unknown): the session stays claimed by it.
                 _ = try? await sessions.transitionSession(id, from: .paying, to: .paying, paymentID: left.id)
+            } else if let left, left.request == attempt.canonical {
+                // Refused by the gateway: an attempt that reached it.
+                _ = try? await sessions.failSessionAttempt(id, maxAttempts: maxAttempts)
             } else {
+                // Nothing of this attempt reached a processor: not counted.
                 _ = try? await sessions.transitionSession(id, from: .paying, to: .open, paymentID: nil)
             }
             throw error
         }
-        let done = result.payment.status == .succeeded || result.payment.status == .requiresAction
-        _ = try? await sessions.transitionSession(id, from: .paying, to: done ? .completed : .open, paymentID: done ? result.payment.id : nil)
+        switch result.payment.status {
+        case .succeeded, .requiresAction:
+            _ = try? await sessions.transitionSession(id, from: .paying, to: .completed, paymentID: result.payment.id)
+        case .declined, .failed:
+            _ = try? await sessions.failSessionAttempt(id, maxAttempts: maxAttempts)
+        case .processing:
+            _ = try? await sessions.transitionSession(id, from: .paying, to: .paying, paymentID: result.payment.id)
+        }
         return result
+    }
+
+    /// 409 `SESSION_ATTEMPTS_EXCEEDED` for a session closed after its failed attempts (or one
+    /// that already has as many as the current setting allows).
+    private func refuseIfExhausted(_ s: SessionRecord) throws(APIError) {
+        if s.status == .closed || (s.status == .open && s.attempts >= maxAttempts) {
+            throw APIError(
+                .conflict, "SESSION_ATTEMPTS_EXCEEDED",
+                "this checkout session was closed after \(s.attempts) failed payment attempts; create a new session")
+        }
     }
 
     private func store<T>(_ body: () async throws(PaymentStoreError) -> T) async throws(APIError) -> T {
@@ -95,6 +130,7 @@ public struct SessionService: Sendable {
         out += ",\"customer\":"
         if let c = s.customer { JSONOut.string(c, into: &out) } else { out += "null" }
         out += ",\"payment\":" + (s.paymentID.map { "\"\($0)\"" } ?? "null")
+        out += ",\"attempts\":\(s.attempts)"
         out += ",\"created_at\":\"\(SidecarRoutes.iso(s.createdAt))\",\"expires_at\":\"\(SidecarRoutes.iso(s.expiresAt))\"}"
         return out
     }

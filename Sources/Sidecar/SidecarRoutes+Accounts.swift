@@ -93,7 +93,11 @@ extension SidecarRoutes {
                 }
             }
             metrics.payment(status: payment.status.rawValue, replayed: !created)
-            return JSONOut.response(created ? .created : .ok, Self.noted(payment))
+            // A tokenize-only caller (a checkout page's server) learns that the card was declined,
+            // not why: the precise code stays on the payment, for pay/admin callers.
+            var shown = payment
+            if shown.status == .declined, Caller.current?.isTokenizeOnly == true { shown.code = PaymentService.genericDeclineCode }
+            return JSONOut.response(created ? .created : .ok, Self.noted(shown))
         }
     }
 
@@ -201,7 +205,7 @@ extension SidecarRoutes {
                         var ref: String?
                         try r.readObject { (r, key) throws(VaultError) in
                             guard key == "reference" else { throw VaultError(.requestFieldUnknown, "a customer has only reference") }
-                            ref = try r.readString(maxBytes: 128)
+                            ref = try RequestFields.freeText(r.readString(maxBytes: 128), field: "reference")
                         }
                         return ref
                     }
@@ -224,7 +228,7 @@ extension SidecarRoutes {
                     var token: String?, makeDefault = false
                     try r.readObject { (r, key) throws(VaultError) in
                         switch key {
-                        case "token": token = try r.readString(maxBytes: 64)
+                        case "token": token = try RequestFields.freeText(r.readString(maxBytes: 64), field: "token")
                         case "default": makeDefault = try r.readBool()
                         default: throw VaultError(.requestFieldUnknown, "attach takes token and default")
                         }
@@ -240,6 +244,7 @@ extension SidecarRoutes {
             let service = try self.customerService()
             let id = context.parameters.get("customer") ?? ""
             let instrument = try await Self.stringField("instrument", of: request, maxBytes: 64)
+            do throws(VaultError) { _ = try RequestFields.freeText(instrument, field: "instrument") } catch { throw APIError(error) }
             try await service.setDefault(customer: id, instrument: instrument)
             let (c, instruments) = try await service.customer(id)
             return JSONOut.response(.ok, CustomerService.json(c, instruments))

@@ -167,7 +167,7 @@ public struct SidecarRoutes: Sendable {
                 guard let amount else { throw VaultError(.requestFieldMissing, "amount is missing", field: "amount") }
                 guard let currency else { throw VaultError(.requestFieldMissing, "currency is missing", field: "currency") }
                 guard let key else { throw VaultError(.requestFieldMissing, "idempotency_key is missing", field: "idempotency_key") }
-                return PaymentService.Request(source: source, amount: amount, currency: currency, idempotencyKey: key)
+                return PaymentService.Request(source: source, amount: amount, currency: currency, idempotencyKey: key, scope: Caller.paymentScope)
             }
         }
         let (payment, created) = try await service.pay(parsed)
@@ -346,6 +346,19 @@ extension HTTPField.Name {
 
 /// Request fields several routes share, each with its coded refusal.
 enum RequestFields {
+    /// Any field that is not a card field: refused with `REQUEST_FIELD_CARD_NUMBER` (422, naming
+    /// the field, never echoing the value) when it holds what looks like a card number
+    /// (`CardNumberScanner`: 12 to 19 digits passing the Luhn check, separators allowed). Checked
+    /// before the field's own form, so the answer says why.
+    static func freeText(_ value: String, field: String) throws(VaultError) -> String {
+        guard !CardNumberScanner.containsCardNumber(value) else {
+            throw VaultError(
+                .requestFieldCardNumber, "\(field) looks like it holds a card number; card numbers go only in card.number, where they are sealed",
+                field: field)
+        }
+        return value
+    }
+
     /// A positive amount in minor units (at most `Currency.maximumAmount`).
     static func amount(_ r: inout JSONReader, field: String = "amount") throws(VaultError) -> Int {
         let v = try r.readInt()
@@ -363,9 +376,10 @@ enum RequestFields {
         return c
     }
 
-    /// A vault id: `prefix` and lower-case letters, digits or `_`.
+    /// A vault id: `prefix` and lower-case letters, digits or `_` (never a card number: some ids,
+    /// such as a session's customer, are stored as given).
     static func id(_ r: inout JSONReader, prefix: String, field: String) throws(VaultError) -> String {
-        let v = try r.readString(maxBytes: 64)
+        let v = try freeText(r.readString(maxBytes: 64), field: field)
         guard v.hasPrefix(prefix), v.utf8.allSatisfy({ (48...57).contains($0) || (97...122).contains($0) || $0 == 95 }) else {
             throw VaultError(.requestFieldInvalid, "\(field) is \(prefix) and lower-case letters or digits", field: field)
         }
@@ -375,7 +389,7 @@ enum RequestFields {
     /// 1 to 255 printable ASCII characters without spaces or quotes, outside the reserved
     /// mandate prefix.
     static func idempotencyKey(_ r: inout JSONReader) throws(VaultError) -> String {
-        let k = try r.readString(maxBytes: 255)
+        let k = try freeText(r.readString(maxBytes: 255), field: "idempotency_key")
         guard !k.isEmpty, !k.hasPrefix(MandateService.keyPrefix), k.utf8.allSatisfy({ $0 > 32 && $0 < 127 && $0 != 34 && $0 != 92 }) else {
             throw VaultError(
                 .requestFieldInvalid, "idempotency_key is 1 to 255 printable ASCII characters, no spaces or quotes, not starting with \(MandateService.keyPrefix)",

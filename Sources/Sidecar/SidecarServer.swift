@@ -32,6 +32,9 @@ public struct SidecarServer: Sendable {
         public var gatewaySocket: String? = "gateway.sock"
         /// A payment still `processing` after this long is reconciled with the gateway.
         public var reconcileAfter: Duration = .seconds(60)
+        /// Failed payment attempts a checkout session allows before it is closed
+        /// (`SESSION_ATTEMPTS_EXCEEDED`): the limit on card testing through sessions.
+        public var sessionMaxAttempts = SessionService.defaultMaxAttempts
         /// The audit log (docs/audit-log.md); nil: none.
         public var auditLogPath: String?
         /// Log each request (method, route, status, duration) at info level; off by default.
@@ -117,7 +120,7 @@ public struct SidecarServer: Sendable {
         if configuration.logRequests { router.add(middleware: RequestLogMiddleware()) }
         if let audit { router.add(middleware: AuditMiddleware(log: audit, actions: SidecarRoutes.auditedActions)) }
         router.add(middleware: PeerAuthorizationMiddleware(policy: configuration.peers))
-        let sessions = payments.map { SessionService(sessions: paymentStore, payments: $0, tokenizer: tokenizer) }
+        let sessions = payments.map { SessionService(sessions: paymentStore, payments: $0, tokenizer: tokenizer, maxAttempts: self.configuration.sessionMaxAttempts) }
         let mandates = payments.map { MandateService(mandates: customerStore, customers: customers, payments: $0) }
         SidecarRoutes(
             tokenizer: tokenizer, metrics: metrics, payments: payments, customers: customers, sessions: sessions, mandates: mandates

@@ -31,7 +31,8 @@ public struct APIError: HTTPResponseError, Sendable {
         case "INPUT_TOO_LARGE", "BODY_TOO_LARGE": .contentTooLarge
         case "STORE_UNAVAILABLE", "STORE_ROW_CORRUPT", "GATEWAY_UNAVAILABLE": .serviceUnavailable
         case "TOKEN_EXISTS", "TOKEN_IN_USE", "IDEMPOTENCY_KEY_REUSED", "PAYMENT_IN_PROGRESS", "PAYMENT_ID_REUSED",
-             "PAYMENT_NOT_AWAITING_ACTION", "THREE_DS_JWT_REPLAYED", "SESSION_USED", "MANDATE_CANCELLED": .conflict
+             "PAYMENT_NOT_AWAITING_ACTION", "THREE_DS_JWT_REPLAYED", "SESSION_USED", "SESSION_ATTEMPTS_EXCEEDED",
+             "MANDATE_CANCELLED": .conflict
         case "PEER_NOT_ALLOWED": .forbidden
         case "REQUEST_MALFORMED": .badRequest
         default: .unprocessableContent

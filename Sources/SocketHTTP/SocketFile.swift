@@ -115,6 +115,9 @@ extension VaultError.Code {
     public static let requestFieldUnknown = VaultError.Code(rawValue: "REQUEST_FIELD_UNKNOWN")
     /// A request field with a value of the wrong form.
     public static let requestFieldInvalid = VaultError.Code(rawValue: "REQUEST_FIELD_INVALID")
+    /// A field that is not a card field (an idempotency key, a reference, an id) holds what looks
+    /// like a card number (`CardNumberScanner`); the value is never echoed.
+    public static let requestFieldCardNumber = VaultError.Code(rawValue: "REQUEST_FIELD_CARD_NUMBER")
     /// An amount that is not a positive integer in minor units (or is beyond the sanity bound).
     public static let amountInvalid = VaultError.Code(rawValue: "AMOUNT_INVALID")
     /// Not an active ISO 4217 currency code.

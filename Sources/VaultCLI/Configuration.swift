@@ -19,7 +19,7 @@ struct ConfigFile {
     static let keys: [String: [String]] = [
         "sidecar": [
             "socket", "socket_mode", "socket_group", "store", "keys", "token_ttl", "cvc_ttl", "allow", "gateway", "reconcile_after",
-            "audit_log", "log_level", "log_requests",
+            "session_max_attempts", "audit_log", "log_level", "log_requests",
         ],
         "gateway": [
             "socket", "socket_mode", "socket_group", "keys", "ring", "passphrase_file", "processor", "ledger", "allow_uid", "allow_user",
@@ -184,7 +184,7 @@ struct Settings {
 /// The sidecar's flags as given (nil: not given).
 struct SidecarFlags {
     var socket, socketMode, socketGroup, store, keys, gateway, auditLog, logLevel: String?
-    var tokenTTL, cvcTTL, reconcileAfter: Double?
+    var tokenTTL, cvcTTL, reconcileAfter, sessionMaxAttempts: Double?
     var allow: [String] = []
     var logRequests = false
 }
@@ -221,6 +221,12 @@ enum ResolvedConfiguration {
         c.gatewaySocket = try s.string("gateway", flag: f.gateway, default: "gateway.sock")
         let reconcile = try s.number("reconcile_after", flag: f.reconcileAfter, default: 60, atLeast: 1)
         c.reconcileAfter = .milliseconds(Int(reconcile * 1000))
+        let attempts = try s.number(
+            "session_max_attempts", flag: f.sessionMaxAttempts, default: Double(SessionService.defaultMaxAttempts), atLeast: 1)
+        guard attempts == attempts.rounded(), attempts <= 1000 else {
+            throw VaultError(.configInvalid, "sidecar.session_max_attempts must be a whole number from 1 to 1000", field: "sidecar.session_max_attempts")
+        }
+        c.sessionMaxAttempts = Int(attempts)
         c.auditLogPath = try s.string("audit_log", flag: f.auditLog, default: nil)
         c.logRequests = try s.bool("log_requests", flag: f.logRequests, default: false)
         let level = try s.logLevel(flag: f.logLevel)

@@ -65,6 +65,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Reconcile a payment still processing after this many seconds (default 60).")
     var reconcileAfter: Double?
 
+    @Option(help: "Failed payment attempts a checkout session allows before it is closed (SESSION_ATTEMPTS_EXCEEDED). Default 3.")
+    var sessionMaxAttempts: Double?
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (default info).")
     var logLevel: String?
 
@@ -78,7 +81,7 @@ struct Serve: AsyncParsableCommand {
         SidecarFlags(
             socket: socket, socketMode: socketMode, socketGroup: socketGroup, store: store, keys: keys, gateway: gateway,
             auditLog: auditLog, logLevel: logLevel, tokenTTL: tokenTTL, cvcTTL: cvcTTL, reconcileAfter: reconcileAfter,
-            allow: allow, logRequests: logRequests)
+            sessionMaxAttempts: sessionMaxAttempts, allow: allow, logRequests: logRequests)
     }
 
     func run() async throws {

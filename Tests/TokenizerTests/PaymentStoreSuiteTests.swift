@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Payments
 import Testing
 import Tokenizer
@@ -7,9 +8,12 @@ import VaultCrypto
 /// The payment store contract, run against both backends: idempotency keys, single-use tokens,
 /// outcomes that are set once, reconciliation queries, durability.
 @Suite struct PaymentStoreSuiteTests {
-    static func intent(key: String = RandomID.make(prefix: "idem_"), token: String = RandomID.make(prefix: "tok_"), singleUse: Bool = true, amount: Int = 1050, at t: Date = Date()) -> PaymentRecord {
+    static func intent(
+        key: String = RandomID.make(prefix: "idem_"), scope: String = "uid:1000", token: String = RandomID.make(prefix: "tok_"), singleUse: Bool = true,
+        amount: Int = 1050, at t: Date = Date()
+    ) -> PaymentRecord {
         PaymentRecord(
-            id: RandomID.make(prefix: "pay_"), idempotencyKey: key, request: "token=\(token)&amount=\(amount)&currency=EUR", token: token,
+            id: RandomID.make(prefix: "pay_"), scope: scope, idempotencyKey: key, request: "token=\(token)&amount=\(amount)&currency=EUR", token: token,
             singleUse: singleUse, amount: amount, currency: "EUR", createdAt: t)
     }
 
@@ -33,8 +37,127 @@ import VaultCrypto
         #expect(got.status == .succeeded && got.reference == "sbx_1" && got.code == nil && got.amount == 1050 && got.currency == "EUR")
         #expect(abs(got.updatedAt.timeIntervalSince(t)) < 0.01)
         #expect(try await store.get("pay_nothing") == nil)
-        #expect(try await store.find(idempotencyKey: first.idempotencyKey)?.id == first.id)
-        #expect(try await store.find(idempotencyKey: "idem_nothing") == nil)
+        #expect(try await store.find(scope: first.scope, idempotencyKey: first.idempotencyKey)?.id == first.id)
+        #expect(try await store.find(scope: first.scope, idempotencyKey: "idem_nothing") == nil)
+    }
+
+    /// Keys are unique per scope only (issue: one global key space let a peer see, block or
+    /// claim another's key): the same key in two scopes makes two payments, and a lookup never
+    /// crosses scopes.
+    @Test(arguments: Backend.available)
+    func idempotencyKeysAreScoped(_ backend: Backend) async throws {
+        let h = try await backend.make()
+        defer { Task { await h.cleanup() } }
+        let store = try await h.payments()
+        let a = Self.intent(key: "order-1", scope: "uid:1000"), b = Self.intent(key: "order-1", scope: "uid:65534")
+        let c = Self.intent(key: "order-1", scope: "session:sess_one")
+        for r in [a, b, c] { #expect(try await store.begin(r) == .created, "\(r.scope)") }
+        guard case .existing(let again) = try await store.begin(Self.intent(key: "order-1", scope: "uid:65534")) else {
+            Issue.record("a second payment under one scope and key"); return
+        }
+        #expect(again.id == b.id && again.scope == "uid:65534")
+        #expect(try await store.find(scope: "uid:1000", idempotencyKey: "order-1")?.id == a.id)
+        #expect(try await store.find(scope: "uid:65534", idempotencyKey: "order-1")?.id == b.id)
+        #expect(try await store.find(scope: "session:sess_one", idempotencyKey: "order-1")?.id == c.id)
+        #expect(try await store.find(scope: "session:sess_two", idempotencyKey: "order-1") == nil)
+        #expect(try await store.find(scope: PaymentScope.global, idempotencyKey: "order-1") == nil)
+        #expect(try await store.get(b.id)?.scope == "uid:65534")
+    }
+
+    /// A store made before scopes existed is upgraded in place: its payments keep their keys in
+    /// the global scope (still found there, still unique there), the same key is free in every
+    /// other scope, sessions gain an attempt count of 0, and upgrading again changes nothing.
+    @Test(arguments: Backend.available)
+    func aStoreFromBeforeScopesIsUpgradedInPlace(_ backend: Backend) async throws {
+        let h = try await backend.make()
+        defer { Task { await h.cleanup() } }
+        let legacyRow = """
+            INSERT INTO \(backend == .sqlite ? "payments" : "vault_payments")
+                (id, idempotency_key, request, token, single_use, amount, currency, status, code, reference, next_action, created_at, updated_at)
+            VALUES ('pay_legacy', 'order-1', 'token=tok_legacy&amount=1050&currency=EUR', 'tok_legacy', \(backend == .sqlite ? "1" : "true"),
+                    1050, 'EUR', 'succeeded', NULL, 'sbx_1', NULL, 1700000000000, 1700000000000)
+            """
+        let legacySession = """
+            INSERT INTO \(backend == .sqlite ? "sessions" : "vault_sessions")
+                (id, amount, currency, brands, customer, status, payment_id, created_at, expires_at)
+            VALUES ('sess_legacy', 100, 'EUR', '', NULL, 'open', NULL, 1700000000000, 4102444800000)
+            """
+        switch backend {
+        case .sqlite:
+            // The schema as the first release made it (migrations payments-v1 and sessions-v1).
+            var m = DatabaseMigrator()
+            m.registerMigration("payments-v1") { db in
+                try db.execute(sql: """
+                    CREATE TABLE payments (
+                        id TEXT PRIMARY KEY NOT NULL, idempotency_key TEXT NOT NULL UNIQUE, request TEXT NOT NULL, token TEXT NOT NULL,
+                        single_use INTEGER NOT NULL, amount INTEGER NOT NULL, currency TEXT NOT NULL, status TEXT NOT NULL, code TEXT,
+                        reference TEXT, next_action TEXT, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);
+                    CREATE UNIQUE INDEX payments_single_use_token ON payments(token)
+                        WHERE single_use = 1 AND status IN ('processing','requires_action','succeeded');
+                    CREATE INDEX payments_processing ON payments(updated_at) WHERE status = 'processing';
+                    """)
+            }
+            m.registerMigration("sessions-v1") { db in
+                try db.execute(sql: """
+                    CREATE TABLE sessions (
+                        id TEXT PRIMARY KEY NOT NULL, amount INTEGER NOT NULL, currency TEXT NOT NULL, brands TEXT NOT NULL, customer TEXT,
+                        status TEXT NOT NULL, payment_id TEXT, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL)
+                    """)
+            }
+            let pool = try #require(h.store as? SQLiteTokenStore).database
+            try m.migrate(pool)
+            try await pool.write { db in
+                try db.execute(sql: legacyRow)
+                try db.execute(sql: legacySession)
+            }
+        case .postgres:
+            try await h.sql("""
+                CREATE TABLE vault_payments (
+                    id TEXT PRIMARY KEY, idempotency_key TEXT NOT NULL UNIQUE, request TEXT NOT NULL, token TEXT NOT NULL,
+                    single_use BOOLEAN NOT NULL, amount BIGINT NOT NULL, currency TEXT NOT NULL, status TEXT NOT NULL, code TEXT,
+                    reference TEXT, next_action TEXT, created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL)
+                """)
+            try await h.sql("""
+                CREATE TABLE vault_sessions (
+                    id TEXT PRIMARY KEY, amount BIGINT NOT NULL, currency TEXT NOT NULL, brands TEXT NOT NULL, customer TEXT,
+                    status TEXT NOT NULL, payment_id TEXT, created_at BIGINT NOT NULL, expires_at BIGINT NOT NULL)
+                """)
+            try await h.sql(legacyRow)
+            try await h.sql(legacySession)
+        }
+        for _ in 0..<2 {   // the upgrade, then a second start on the upgraded store
+            let store = try await h.payments()
+            let legacy = try #require(try await store.find(scope: PaymentScope.global, idempotencyKey: "order-1"))
+            #expect(legacy.id == "pay_legacy" && legacy.status == .succeeded && legacy.scope == PaymentScope.global)
+            #expect(try await store.find(scope: "uid:1000", idempotencyKey: "order-1") == nil)
+            guard case .existing(let same) = try await store.begin(Self.intent(key: "order-1", scope: PaymentScope.global)) else {
+                Issue.record("the global scope lost its uniqueness"); return
+            }
+            #expect(same.id == "pay_legacy")
+            let sessions = try #require(store as? any SessionStore)
+            #expect(try await sessions.session("sess_legacy")?.attempts == 0)
+        }
+        let store = try await h.payments()
+        #expect(try await store.begin(Self.intent(key: "order-1", scope: "uid:1000")) == .created)
+    }
+
+    /// A failed attempt moves a paying session back to open, and the last allowed one closes it.
+    @Test(arguments: Backend.available)
+    func sessionAttemptsAreCountedAndCapped(_ backend: Backend) async throws {
+        let h = try await backend.make()
+        defer { Task { await h.cleanup() } }
+        let sessions = try #require(try await h.payments() as? any SessionStore)
+        let s = SessionRecord(id: RandomID.make(prefix: "sess_"), amount: 100, currency: "EUR", acceptedBrands: [], customer: nil,
+                              createdAt: Date(), expiresAt: Date().addingTimeInterval(600))
+        try await sessions.createSession(s)
+        #expect(try await sessions.failSessionAttempt(s.id, maxAttempts: 3) == nil, "only a paying session has an attempt to end")
+        for expected in [SessionRecord.Status.open, .open, .closed] {
+            #expect(try await sessions.transitionSession(s.id, from: .open, to: .paying, paymentID: nil))
+            #expect(try await sessions.failSessionAttempt(s.id, maxAttempts: 3) == expected)
+        }
+        #expect(try await sessions.transitionSession(s.id, from: .open, to: .paying, paymentID: nil) == false)
+        let closed = try #require(try await sessions.session(s.id))
+        #expect(closed.status == .closed && closed.attempts == 3)
     }
 
     @Test(arguments: Backend.available)

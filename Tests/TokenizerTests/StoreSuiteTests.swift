@@ -93,7 +93,8 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
                         for name in (try? FileManager.default.contentsOfDirectory(atPath: d)) ?? [] { out.append(d + "/" + name) }
                     }
                     return out
-                })
+                },
+                sql: { text in try await running.client.query(PostgresQuery(unsafeSQL: text)) })
         }
     }
 }
@@ -111,6 +112,8 @@ struct StoreHarness: Sendable {
     var dump: @Sendable () throws -> String? = { nil }
     /// The database server's own files for this store (PostgreSQL: its data files and WAL).
     var rawFiles: @Sendable () async throws -> [String] = { [] }
+    /// Runs SQL statements on the store's database (PostgreSQL; for SQLite, use the pool).
+    var sql: @Sendable (String) async throws -> Void = { _ in }
 }
 
 final class Box: @unchecked Sendable { var clients: [RunningClient] = [] }
