@@ -69,21 +69,26 @@ enum KeyFileIO {
             if e == EEXIST { throw VaultError(.keyFileExists, "\(path) exists; refusing to overwrite it", field: path) }
             throw VaultError(.keyFileUnreadable, "cannot create \(path): \(errnoText(e))", field: path)
         }
-        var ok = fchmod(fd, mode) == 0
-        var written = 0
-        while ok, written < bytes.count {
-            let n = write(fd, bytes.baseAddress! + written, bytes.count - written)
-            if n < 0, errno == EINTR { continue }
-            if n <= 0 { ok = false; break }
-            written += n
-        }
-        if ok { ok = fsync(fd) == 0 }
+        let ok = fillAndSync(fd, mode: mode, bytes: bytes)
         let e = errno
         close(fd)
         guard ok else {
             unlink(path)
             throw VaultError(.keyFileUnreadable, "cannot write \(path): \(errnoText(e))", field: path)
         }
+    }
+
+    /// Sets `mode` on a new file, writes all of `bytes` and fsyncs; false (errno set) on failure.
+    private static func fillAndSync(_ fd: Int32, mode: mode_t, bytes: UnsafeRawBufferPointer) -> Bool {
+        guard fchmod(fd, mode) == 0 else { return false }
+        var written = 0
+        while written < bytes.count {
+            let n = write(fd, bytes.baseAddress! + written, bytes.count - written)
+            if n < 0, errno == EINTR { continue }
+            if n <= 0 { return false }
+            written += n
+        }
+        return fsync(fd) == 0
     }
 
     /// Refuses a directory that group or others may write (sticky `/tmp` included): another user
@@ -119,15 +124,7 @@ enum KeyFileIO {
             if fd >= 0 || errno != EEXIST { break }
         }
         guard fd >= 0 else { throw VaultError(.ioError, "cannot create a file beside \(path): \(errnoText(errno))", field: path) }
-        var ok = fchmod(fd, mode) == 0
-        var written = 0
-        while ok, written < bytes.count {
-            let n = write(fd, bytes.baseAddress! + written, bytes.count - written)
-            if n < 0, errno == EINTR { continue }
-            if n <= 0 { ok = false; break }
-            written += n
-        }
-        if ok { ok = fsync(fd) == 0 }
+        var ok = fillAndSync(fd, mode: mode, bytes: bytes)
         var e = errno
         close(fd)
         if ok {
