@@ -237,8 +237,12 @@ import Testing
         #expect(customer.hasPrefix("cus_") && json(customerBody)["reference"] as? String == "shop-user-17")
 
         let visaToken = try s.tokenize("4242424242424242")
+        let tokenFingerprint = (json(try s.curl(s.sidecarSocket, "GET", "/v1/tokens/\(visaToken)").1)["card"] as? [String: Any])?["fingerprint"] as? String
+        #expect(tokenFingerprint?.count == 64)
         let (attached, attachBody) = try s.curl(s.sidecarSocket, "POST", "/v1/customers/\(customer)/instruments", #"{"token":"\#(visaToken)"}"#)
         #expect(attached == 201, "\(attachBody)")
+        // The instrument keeps the gateway's fingerprint (and the gateway checks it on every payment below).
+        #expect((json(attachBody)["card"] as? [String: Any])?["fingerprint"] as? String == tokenFingerprint)
         let visa = try #require(json(attachBody)["id"] as? String)
         #expect((json(attachBody)["card"] as? [String: Any])?["last4"] as? String == "4242")
         #expect(!containsPAN(attachBody))
