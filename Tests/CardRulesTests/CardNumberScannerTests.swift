@@ -37,13 +37,43 @@ import Testing
                 // A last group of 1 or 2 digits is not how numbers are written; keep groups ≥ 3.
                 if digits.count % 4 == 0 || digits.count % 4 == 3 {
                     #expect(CardNumberScanner.containsCardNumber(grouped.joined(separator: " ")), "\(grouped)")
-                    #expect(CardNumberScanner.containsCardNumber("x" + grouped.joined(separator: "-") + "y"), "\(grouped)")
+                    #expect(CardNumberScanner.containsCardNumber("x " + grouped.joined(separator: "-") + ":y"), "\(grouped)")
+                    #expect(CardNumberScanner.containsCardNumber("order-" + grouped.joined(separator: "-")), "\(grouped)")
                 }
             }
         }
         // 11 digits is too short, 20 too long, even when Luhn-valid.
         #expect(!CardNumberScanner.containsCardNumber(String(decoding: luhnNumber("4", length: 11), as: UTF8.self)))
         #expect(!CardNumberScanner.containsCardNumber(String(decoding: luhnNumber("4", length: 20), as: UTF8.self)))
+    }
+
+    /// Idempotency keys are UUIDs more often than not: no random UUID (nor one whose digit
+    /// segments happen to pass the Luhn check) is taken for a card number, whatever wraps it.
+    /// The CI run that found this: `order-E9B7A681-2795-4000-9495-855F514E7D0F` was refused.
+    @Test func uuidsAreNotCardNumbers() {
+        for text in ["order-E9B7A681-2795-4000-9495-855F514E7D0F", "e9b7a681-2795-4000-9495-855f514e7d0f",
+                     "12345678-2795-4000-9495-123456789012", "key:00000000-4242-4242-4242-424242424242"] {
+            #expect(!CardNumberScanner.containsCardNumber(text), "\(text)")
+        }
+        var random = SystemRandomNumberGenerator()
+        for _ in 0..<20_000 {
+            let hex = Array("0123456789abcdef")
+            var u = String((0..<32).map { _ in hex[Int(random.next() % 16)] })
+            for at in [8, 13, 18, 23] { u.insert("-", at: u.index(u.startIndex, offsetBy: at)) }
+            #expect(!CardNumberScanner.containsCardNumber("order-" + u.uppercased()), "\(u)")
+            #expect(!CardNumberScanner.containsCardNumber(u), "\(u)")
+        }
+        // A card number beside a UUID is still found.
+        #expect(CardNumberScanner.containsCardNumber("e9b7a681-2795-4000-9495-855f514e7d0f 4242424242424242"))
+        #expect(CardNumberScanner.containsCardNumber("4242-4242-4242-4242 e9b7a681-2795-4000-9495-855f514e7d0f"))
+    }
+
+    /// Hex words glued to digit groups are not card groups (the ends of a UUID-like segment):
+    /// `681` (after `a`) does not join `2795 4000 9495` into a 15-digit candidate.
+    @Test func digitGroupsGluedToLettersAreNotGroupsOfACard() {
+        #expect(!CardNumberScanner.containsCardNumber("a681-2795-4000-9495x"))
+        #expect(CardNumberScanner.containsCardNumber("a 4242-4242-4242-4242 f"))
+        #expect(CardNumberScanner.containsCardNumber("x4242424242424242y"))   // one unbroken run: found whatever surrounds it
     }
 
     /// A card number is found wherever it sits among other groups: each run of whole groups is
