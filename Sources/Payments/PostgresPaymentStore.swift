@@ -65,7 +65,25 @@ public final class PostgresPaymentStore: PaymentStore, SessionStore {
 
     public func begin(_ r: PaymentRecord) async throws(PaymentStoreError) -> PaymentBegin {
         let created = PaymentColumns.millis(r.createdAt), updated = PaymentColumns.millis(r.updatedAt)
-        let inserted: Bool = try await run("begin") { client, logger in
+        let inserted: Bool
+        do throws(PaymentStoreError) {
+            inserted = try await insert(r, created: created, updated: updated)
+        } catch where error.code == .tokenInUse {
+            // Two requests under one key racing from two sidecars: the loser's insert can trip the
+            // single-use token index (not the key's) while the winner commits. If the key's
+            // payment is there now, this is a replay of it, not another payment for the token.
+            if let existing = try await find(scope: r.scope, idempotencyKey: r.idempotencyKey) { return .existing(existing) }
+            throw error
+        }
+        if inserted { return .created }
+        guard let existing = try await find(scope: r.scope, idempotencyKey: r.idempotencyKey) else {
+            throw PaymentStoreError(.unavailable, "a payment with that idempotency key vanished while being read")
+        }
+        return .existing(existing)
+    }
+
+    private func insert(_ r: PaymentRecord, created: Int64, updated: Int64) async throws(PaymentStoreError) -> Bool {
+        try await run("begin") { client, logger in
             let rows = try await client.query("""
                 INSERT INTO vault_payments (\(unescaped: PaymentColumns.list))
                 VALUES (\(r.id), \(r.idempotencyKey), \(r.request), \(r.token), \(r.singleUse), \(Int64(r.amount)), \(r.currency),
@@ -75,11 +93,6 @@ public final class PostgresPaymentStore: PaymentStore, SessionStore {
             for try await _ in rows { return true }
             return false
         }
-        if inserted { return .created }
-        guard let existing = try await find(scope: r.scope, idempotencyKey: r.idempotencyKey) else {
-            throw PaymentStoreError(.unavailable, "a payment with that idempotency key vanished while being read")
-        }
-        return .existing(existing)
     }
 
     public func finish(
