@@ -16,6 +16,15 @@ public final class GatewayMetrics: Sendable {
         ).increment()
     }
 
+    /// Fingerprints answered to the sidecar (`POST /v1/fingerprints`). Each is an answer about a
+    /// card the caller sealed: alert when it grows well past tokenizations (a sidecar testing
+    /// candidate card numbers against stored fingerprints; docs/threat-model.md).
+    func fingerprinted(_ count: Int) {
+        registry.makeCounter(
+            descriptor: .init(namespace: "vault", metricName: "gateway_fingerprints", unitName: "total", helpText: "Fingerprints answered to the sidecar."))
+            .increment(by: Int64(count))
+    }
+
     /// An authorization answered by the processor.
     func authorized(status: String, duration: Duration) {
         registry.makeCounter(

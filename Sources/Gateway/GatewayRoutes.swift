@@ -249,11 +249,14 @@ public struct GatewayRoutes: Sendable {
                 "this gateway has no fingerprint key: make one with `vault keygen --fingerprint --out DIR` in its keys directory")
         }
         var out = "{\"data\":["
+        var answered = 0
+        defer { metrics.fingerprinted(answered) }
         for (i, envelope) in envelopes.enumerated() {
             if i > 0 { out += "," }
             do throws(VaultError) {
                 let fp = try opener.fingerprint(of: envelope)
                 metrics.opened("ok")
+                answered += 1
                 out += "{\"fingerprint\":\"\(fp)\"}"
             } catch {
                 metrics.opened(error.code.rawValue)

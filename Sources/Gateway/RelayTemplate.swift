@@ -159,7 +159,8 @@ public struct RelayTemplate: Sendable {
         guard carried.contains("idempotency_key") || carried.contains("payment_id") else {
             throw Invalid(message: "the headers or the body carry {{idempotency_key}} or {{payment_id}} (the processor's idempotency key)")
         }
-        if !url.hasPrefix("{{env:") { _ = try destination(environment: [:]) }
+        // A URL with an `{{env:…}}` part is checked when the gateway starts, with its environment.
+        if !url.contains("{{env:") { _ = try destination(environment: [:]) }
     }
 
     /// Where this template may send, its `{{env:…}}` URL parts filled in from `environment`.

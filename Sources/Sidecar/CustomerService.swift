@@ -42,10 +42,11 @@ public struct CustomerService: Sendable {
         do throws(TokenStoreError) { claimed = try await tokenizer.store.delete(token) } catch { throw APIError(VaultError(store: error)) }
         guard claimed else { throw APIError(.notFound, "TOKEN_NOT_FOUND", "no live token with that id") }
         tokenizer.dropCVC(token)   // an instrument never carries a CVC (PCI DSS 3.3.1)
-        // The instrument keeps the fingerprint the gateway gave the token: its envelope carries
-        // it, and the gateway checks it against the card whenever it opens the envelope.
+        // The instrument keeps the fingerprint the gateway gave the token (and only that one: a
+        // fingerprint a caller wrote into its envelope is dropped): its envelope carries it, and
+        // the gateway checks it against the card whenever it opens the envelope.
         var envelope = record.envelope
-        if let fingerprint = record.fingerprint { envelope.card.fingerprint = fingerprint }
+        envelope.card.fingerprint = record.fingerprint
         let instrument = InstrumentRecord(id: RandomID.make(prefix: "ins_"), customer: id, envelope: envelope, createdAt: now())
         guard try await store({ () throws(PaymentStoreError) in try await customers.attach(instrument, makeDefault: makeDefault) }) else {
             throw APIError(.notFound, "CUSTOMER_NOT_FOUND", "no customer with that id")

@@ -92,12 +92,13 @@ public struct PaymentService: Sendable {
             return (first, false)
         }
         // The card: a token's envelope (with its CVC, if still there), or a stored instrument's.
-        let sourceID: String, envelopeJSON: String, singleUse: Bool, tokenWithCVC: String?
+        let sourceID: String, singleUse: Bool
+        var envelopeJSON: String, tokenWithCVC: TokenRecord?
         switch request.source {
         case .token(let id):
             let token: TokenRecord
             do throws(VaultError) { token = try await tokenizer.record(id) } catch { throw APIError(error) }
-            (sourceID, envelopeJSON, singleUse, tokenWithCVC) = (token.token, token.fullEnvelope.json, token.singleUse, token.hasCVC ? token.token : nil)
+            (sourceID, envelopeJSON, singleUse, tokenWithCVC) = (token.token, token.envelope.json, token.singleUse, token.hasCVC ? token : nil)
         case .customer(let id):
             guard let customers else { throw APIError(.serviceUnavailable, "STORE_UNAVAILABLE", "customers are not available on this sidecar") }
             let instrument = try await customers.defaultInstrument(of: id)
@@ -119,9 +120,14 @@ public struct PaymentService: Sendable {
             return (first, false)
         case .created: break
         }
-        // The CVC is never kept after the first authorization attempt: drop it before the envelope leaves.
-        // It is held in memory only (HeldCVCs), so dropping it leaves no copy anywhere.
-        if let tokenWithCVC { tokenizer.dropCVC(tokenWithCVC) }
+        // The CVC is never kept after the first authorization attempt: it is taken (and forgotten)
+        // as the envelope leaves, so of two payments racing on one reusable token only one sends
+        // it. It was held in memory only (HeldCVCs), so no copy is left anywhere.
+        if let token = tokenWithCVC, let cvc = tokenizer.takeCVC(of: token) {
+            var envelope = token.envelope
+            envelope.fields[.cvc] = cvc
+            envelopeJSON = envelope.json
+        }
         let outcome: GatewayClient.Outcome
         do throws(GatewayClient.Failure) {
             do throws(GatewayClient.Failure) {

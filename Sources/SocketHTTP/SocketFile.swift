@@ -56,6 +56,14 @@ public enum SocketFile {
     public static func privateBindPath(for path: String) throws(VaultError) -> String {
         let slash = path.lastIndex(of: "/")
         let dir = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
+        // The private name must fit sun_path (108 bytes with its NUL) as the socket's own would.
+        let bindLength = (dir + "/.vsock-XXXXXX/s").utf8.count
+        let limit = MemoryLayout.size(ofValue: sockaddr_un().sun_path) - 1
+        guard bindLength <= limit else {
+            throw VaultError(
+                .socketPathTooLong,
+                "the socket's directory \(dir) is too long: a Unix socket path holds \(limit) bytes and the private bind name beside it needs \(bindLength)")
+        }
         var template = Array((dir + "/.vsock-XXXXXX").utf8CString)
         guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
             throw VaultError(.ioError, "cannot make a private directory beside the socket \(path): \(String(cString: strerror(errno)))")
@@ -105,6 +113,8 @@ extension VaultError.Code {
     public static let socketPathInUse = VaultError.Code(rawValue: "SOCKET_PATH_IN_USE")
     /// `--socket-group` names no group, or one this process may not give files to.
     public static let socketGroupUnknown = VaultError.Code(rawValue: "SOCKET_GROUP_UNKNOWN")
+    /// The socket path (or the private name it is bound under first) does not fit `sun_path`.
+    public static let socketPathTooLong = VaultError.Code(rawValue: "SOCKET_PATH_TOO_LONG")
     /// The request body is not JSON of the expected shape.
     public static let requestMalformed = VaultError.Code(rawValue: "REQUEST_MALFORMED")
     /// A required request field is absent.

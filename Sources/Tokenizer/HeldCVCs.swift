@@ -60,6 +60,15 @@ public final class HeldCVCs: @unchecked Sendable {
         return (h.field.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }, h.expiresAt)
     }
 
+    /// Takes the held CVC field of `token` sealed with `sealedKey` (live at `now`) and forgets it,
+    /// in one step: of two callers racing on one token, at most one gets it.
+    public func take(_ token: String, sealedKey: String, now: Date) -> String? {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let h = held.removeValue(forKey: token), h.expiresAt > now, h.sealedKey == sealedKey else { return nil }
+        return h.field.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+    }
+
     /// Drops the CVC of `token`; false when none was held.
     @discardableResult
     public func drop(_ token: String) -> Bool {

@@ -33,9 +33,8 @@ public final class SQLiteTokenStore: TokenStore {
             // GRDB's WAL set-up lowers the writer to synchronous=NORMAL after prepareDatabase:
             // put FULL back on the writer connection, so a commit is on disk when it returns.
             try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
-            let hadCVCs = try pool.read { db in try Self.migrator.hasCompletedMigrations(db) == false && db.tableExists("tokens") }
             try Self.migrator.migrate(pool)
-            if hadCVCs { try Self.scrubLegacyCVCs(pool) }
+            try Self.scrubLegacyCVCs(pool)
         } catch {
             throw TokenStoreError(.unavailable, "cannot open the SQLite store at \(path): \(Self.describe(error))")
         }
@@ -67,18 +66,23 @@ public final class SQLiteTokenStore: TokenStore {
         // CVCs leave the store (DESIGN §1): a store made by an earlier version may still hold some.
         m.registerMigration("v2-cvc-out") { db in
             try db.execute(sql: "UPDATE tokens SET cvc = NULL, cvc_expires_at = NULL WHERE cvc IS NOT NULL")
+            // The file still needs scrubbing (WAL, free pages): a marker until that is done.
+            try db.execute(sql: "CREATE TABLE cvc_scrub (pending INTEGER NOT NULL); INSERT INTO cvc_scrub VALUES (1)")
         }
         return m
     }
 
-    /// After `v2-cvc-out` on a store that had CVCs: the WAL still holds page images with them and
-    /// the file's free pages old row versions. Truncate the WAL, then rebuild the file (VACUUM),
-    /// which leaves no free page behind. Runs once, at the upgrade.
+    /// After `v2-cvc-out`: the WAL may still hold page images with CVCs an earlier version wrote,
+    /// and the file's free pages old row versions. Truncate the WAL, then rebuild the file
+    /// (VACUUM), which leaves no free page behind, and only then clear the marker: a start that
+    /// crashed or failed midway (a full disk) scrubs again at the next one.
     static func scrubLegacyCVCs(_ pool: DatabasePool) throws {
         try pool.writeWithoutTransaction { db in
+            guard try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM cvc_scrub") ?? 0 > 0 else { return }
             try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
             try db.execute(sql: "VACUUM")
             try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+            try db.execute(sql: "DELETE FROM cvc_scrub")
         }
     }
 

@@ -59,7 +59,7 @@ public struct Tokenizer: Sendable {
         let t = now()
         let month = CalendarMonth(date: t)
         let envelope = try CardEnvelope.seal(card, to: keys.snapshot.primary, validator: validator, now: month)
-        return try await store(envelope, at: t)
+        return try await store(envelope, at: t, sealedHere: true)
     }
 
     /// Stores an envelope sealed elsewhere (by a caller with the public key).
@@ -107,7 +107,7 @@ public struct Tokenizer: Sendable {
         if let code = expiry.validate(now: CalendarMonth(date: t)) {
             throw VaultError(.init(rawValue: code.rawValue), "the card's expiry is not usable", field: "envelope.card.exp_year")
         }
-        return try await store(envelope, at: t)
+        return try await store(envelope, at: t, sealedHere: false)
     }
 
     /// The record of a live token.
@@ -125,6 +125,12 @@ public struct Tokenizer: Sendable {
             found.cvcExpiresAt = held.expiresAt
         }
         return found
+    }
+
+    /// Takes the CVC of a token for its first authorization: the sealed field, forgotten here at
+    /// once (nil when none is held, it expired, or the envelope was sealed again meanwhile).
+    public func takeCVC(of record: TokenRecord) -> String? {
+        cvcs.take(record.token, sealedKey: record.envelope.sealedKey, now: now())
     }
 
     /// Drops the CVC of a token (before its first authorization leaves). False when none was held.
@@ -178,10 +184,13 @@ public struct Tokenizer: Sendable {
         guard deleted else { throw VaultError(.tokenNotFound, "no such token", field: "token") }
     }
 
-    private func store(_ envelope: CardEnvelope, at t: Date) async throws(VaultError) -> TokenRecord {
+    /// `sealedHere`: the sidecar sealed it from a raw card. A refusal by the gateway is then not
+    /// the caller's doing (a gateway that does not open the primary yet): the token is stored and
+    /// its fingerprint filled in later; a caller's envelope that the gateway refuses is refused.
+    private func store(_ envelope: CardEnvelope, at t: Date, sealedHere: Bool) async throws(VaultError) -> TokenRecord {
         let cvc = envelope.fields[.cvc]
         let stored = envelope.droppingCVC()
-        let fingerprint = try await fingerprint(of: stored)
+        let fingerprint = try await fingerprint(of: stored, refusalIsFinal: !sealedHere)
         let record = TokenRecord(
             token: RandomID.make(prefix: "tok_"), envelope: stored, cvcField: cvc, createdAt: t,
             expiresAt: t.addingTimeInterval(policy.tokenTTL), cvcExpiresAt: cvc == nil ? nil : t.addingTimeInterval(policy.cvcTTL),
@@ -197,13 +206,15 @@ public struct Tokenizer: Sendable {
     /// The gateway's fingerprint of `envelope`, nil when it cannot answer now (filled in later).
     /// - Throws: the gateway's code when it refuses the envelope (tampered, metadata that does
     ///   not match the card, a kid it does not open): nothing is stored.
-    private func fingerprint(of envelope: CardEnvelope) async throws(VaultError) -> String? {
+    private func fingerprint(of envelope: CardEnvelope, refusalIsFinal: Bool) async throws(VaultError) -> String? {
         guard let fingerprinter else { return nil }
         let answers: [FingerprintAnswer]
         do throws(FingerprintFailure) { answers = try await fingerprinter.fingerprints(of: [envelope]) } catch { return nil }
         switch answers.first {
         case .fingerprint(let fp)?: return fp
-        case .refused(let code, let message)?: throw VaultError(VaultError.Code(rawValue: code), message, field: "envelope")
+        case .refused(let code, let message)?:
+            guard refusalIsFinal else { return nil }
+            throw VaultError(VaultError.Code(rawValue: code), message, field: "envelope")
         case nil: return nil
         }
     }

@@ -56,7 +56,7 @@ struct Open: ParsableCommand {
         let maxOutput: @Sendable (Int) -> Int
         if card {
             transform = { (line, out) throws(VaultError) in
-                let opened = try opener.open(CardEnvelope(json: line))
+                let opened = try opener.open(CardEnvelope(json: line), checkFingerprint: true)
                 return CardJSONWriter.write(opened.card, into: out)
             }
             maxOutput = { _ in CardJSONWriter.maxBytes }

@@ -7,9 +7,11 @@ import CardRules
 /// (`ENVELOPE_KEY_CORRUPT`), every field authenticates under its own slot and envelope id
 /// (`ENVELOPE_FIELD_CORRUPT`), each plaintext has its slot's form (`ENVELOPE_FIELD_INVALID`), and
 /// the metadata re-derived from the opened PAN and expiry equals the envelope's `card`
-/// (`ENVELOPE_METADATA_MISMATCH`; a fingerprint the envelope carries too, when the opener has the
-/// fingerprint key). The fingerprint key lives here, in the gateway zone, and nowhere else
-/// (DESIGN §4): `fingerprint(of:)` is how the sidecar gets a token's fingerprint.
+/// (`ENVELOPE_METADATA_MISMATCH`). The fingerprint key lives here, in the gateway zone, and
+/// nowhere else (DESIGN §4): `fingerprint(of:)` is how the sidecar gets a token's fingerprint, and
+/// it (or `open(_:checkFingerprint:)`) also refuses an envelope whose carried fingerprint is not
+/// the key's. A payment does not check the carried fingerprint: it does not say which card is
+/// charged, and a stored instrument must stay chargeable if the fingerprint key is ever replaced.
 public struct EnvelopeOpener: Sendable {
     /// The secret keys.
     public let ring: KeyRing
@@ -29,7 +31,9 @@ public struct EnvelopeOpener: Sendable {
     /// Opens and checks `envelope`.
     /// - Throws: `ENVELOPE_UNSUPPORTED_VERSION`, `KEY_MISMATCH`, `ENVELOPE_KEY_CORRUPT`,
     ///   `ENVELOPE_FIELD_CORRUPT`, `ENVELOPE_FIELD_INVALID`, `ENVELOPE_METADATA_MISMATCH`.
-    public func open(_ envelope: CardEnvelope) throws(VaultError) -> OpenedCard {
+    /// With `checkFingerprint` (and a fingerprint key), a fingerprint the envelope carries must be
+    /// the key's fingerprint of the opened PAN.
+    public func open(_ envelope: CardEnvelope, checkFingerprint: Bool = false) throws(VaultError) -> OpenedCard {
         guard envelope.version == 1 else {
             throw VaultError(.envelopeUnsupportedVersion, "envelope version \(envelope.version) is not supported")
         }
@@ -90,7 +94,7 @@ public struct EnvelopeOpener: Sendable {
         // An envelope carries a fingerprint only if an earlier version sealed it with the key; the
         // key is needed to check it, and without it the field is not trusted for anything.
         var derived = CardMetadata(info: info, expiry: expiry, fingerprint: envelope.card.fingerprint)
-        if envelope.card.fingerprint != nil, let k = fingerprintKey {
+        if checkFingerprint, envelope.card.fingerprint != nil, let k = fingerprintKey {
             derived.fingerprint = card.number.withUnsafeBytes { k.fingerprint(ofDigits: $0) }
         }
         if let cvc, let code = cvc.withUnsafeBytes({ validator.validateCVC($0, brand: info.brand) }) {
@@ -112,7 +116,7 @@ public struct EnvelopeOpener: Sendable {
         guard let fingerprintKey else {
             throw VaultError(.fingerprintKeyMissing, "the gateway has no fingerprint key (fingerprint.fk in its keys directory)")
         }
-        let opened = try open(envelope)
+        let opened = try open(envelope, checkFingerprint: true)
         return opened.card.number.withUnsafeBytes { fingerprintKey.fingerprint(ofDigits: $0) }
     }
 

@@ -314,8 +314,23 @@ final class ThreadSafeBox<T: Sendable>: @unchecked Sendable {
             #expect((data[3]["error"] as? [String: Any])?["code"] as? String == "ENVELOPE_FIELD_CORRUPT")
             #expect((data[4]["error"] as? [String: Any])?["code"] as? String == "ENVELOPE_METADATA_MISMATCH")
             #expect(!text.contains("4242424242424242") && !text.contains("5555555555554444"))
+            let metrics = try await client.execute(uri: "/metrics", method: .get) { String(buffer: $0.body) }
+            #expect(metrics.contains("vault_gateway_fingerprints_total 3"), "\(metrics)")
             let tooMany = try await Self.post(client, Array(repeating: visa.json, count: GatewayRoutes.maxFingerprintBatch + 1))
             #expect(tooMany.0 == 422, "\(tooMany.2)")
+        }
+        // A carried fingerprint that is not the key's: refused at fingerprinting (tokenize time),
+        // but a payment is not refused for it (it does not say which card is charged; a stored
+        // instrument stays chargeable if the fingerprint key is ever replaced).
+        var wrongPrint = visa
+        wrongPrint.card.fingerprint = String(repeating: "ab", count: 32)
+        let wrongJSON = wrongPrint.json, payRequest = GatewayRouteTests.request(wrongPrint)
+        try await withApp(f, fingerprintKey: key) { client in
+            let (_, json, text) = try await Self.post(client, [wrongJSON])
+            let first = (json["data"] as? [[String: Any]])?.first
+            #expect((first?["error"] as? [String: Any])?["code"] as? String == "ENVELOPE_METADATA_MISMATCH", "\(text)")
+            let (status, paid, body) = try await GatewayRouteTests.authorize(client, payRequest)
+            #expect(status == 200 && paid["status"] as? String == "succeeded", "\(body)")
         }
         // Without the key the gateway says so; nothing is guessed.
         try await withApp(f, fingerprintKey: nil) { client in

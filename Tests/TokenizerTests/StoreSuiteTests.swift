@@ -396,12 +396,20 @@ extension StoreSuiteTests {
             }
             try await queue.write { db in try db.execute(sql: "UPDATE tokens SET cvc = NULL WHERE rowid = 1") }
         }
+        // The old version's file holds them (so the check below can fail).
+        let before = FileManager.default.contents(atPath: path) ?? Data()
+        #expect(fields.dropFirst().allSatisfy { before.range(of: Data($0.utf8)) != nil }, "the old store holds its CVCs")
         let store = try SQLiteTokenStore(path: path)
         #expect(try await store.count() == 3)
         for file in [path, path + "-wal", path + "-shm"] {
             let data = FileManager.default.contents(atPath: file) ?? Data()
             for f in fields { #expect(data.range(of: Data(f.utf8)) == nil, "\(file) still holds a sealed CVC") }
         }
+        // Scrubbed once; a scrub that did not finish (its marker still there) runs at the next open.
+        #expect(try await store.database.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM cvc_scrub") } == 0)
+        try await store.database.write { db in try db.execute(sql: "INSERT INTO cvc_scrub VALUES (1)") }
+        let again = try SQLiteTokenStore(path: path)
+        #expect(try await again.database.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM cvc_scrub") } == 0)
     }
 }
 

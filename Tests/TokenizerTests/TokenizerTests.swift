@@ -156,6 +156,24 @@ import VaultOpen
         #expect(ok.card.fingerprint != nil)
     }
 
+    /// A gateway that cannot open what the sidecar sealed (it does not hold the primary yet) is
+    /// not the caller's fault: a raw card is stored and waits for its fingerprint. A caller's
+    /// envelope the gateway refuses is refused with the gateway's code.
+    @Test func aGatewayRefusalFailsCallerEnvelopesOnly() async throws {
+        let h = try await Backend.sqlite.make()
+        defer { Task { await h.cleanup() } }
+        let g = try Gateway()
+        defer { try? FileManager.default.removeItem(atPath: g.dir) }
+        // The sidecar seals to `publicKey`, which the gateway's ring does not hold.
+        let tokenizer = Tokenizer(store: h.store, primaryKey: publicKey, fingerprinter: g.fingerprinter)
+        let raw = try await tokenizer.tokenize(card("4242424242424242"))
+        #expect(raw.card.fingerprint == nil)
+        #expect(try await h.store.count() == 1)
+        let e = await #expect(throws: VaultError.self) { _ = try await tokenizer.tokenize(envelope: try sampleEnvelope()) }
+        #expect(e?.code == .keyMismatch)
+        #expect(try await h.store.count() == 1)
+    }
+
     @Test func withoutTheGatewayTokensWaitForTheirFingerprint() async throws {
         let (tokenizer, store, clock, g, cleanup) = try await makeWithGateway()
         defer { cleanup() }
@@ -182,8 +200,12 @@ import VaultOpen
         #expect(try await store.get(a.token, now: clock.now)?.cvcField == nil)
         let read = try await tokenizer.record(a.token)
         #expect(read.cvcField == a.cvcField && read.fullEnvelope.fields[.cvc] != nil)
-        #expect(tokenizer.dropCVC(a.token))
-        #expect(!tokenizer.dropCVC(a.token))
+        // Taken once: a second payment racing on the same token gets no CVC.
+        #expect(tokenizer.takeCVC(of: read) == a.cvcField)
+        #expect(tokenizer.takeCVC(of: read) == nil)
+        let c2 = try await tokenizer.tokenize(card("4000056655665556"))
+        #expect(tokenizer.dropCVC(c2.token))
+        #expect(!tokenizer.dropCVC(c2.token))
         #expect(try await tokenizer.record(a.token).hasCVC == false)
         // b's CVC lives until its TTL (300 s), then is not returned and is purged.
         clock.now = clock.now.addingTimeInterval(299)

@@ -102,6 +102,22 @@ import VaultCrypto
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir).isEmpty)
     }
 
+    /// A 0755 directory that belongs to another (non-root) user is refused too: its owner may
+    /// write it whatever its mode. Only checkable as root (the test chowns to nobody).
+    @Test func aDirectoryOfAnotherUserIsRefused() throws {
+        guard geteuid() == 0 else { return }
+        let dir = makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        #expect(chmod(dir, 0o755) == 0)
+        #expect(chown(dir, 65534, 65534) == 0)
+        let error = #expect(throws: VaultError.self) { try Self.sampleRing().write(path: "\(dir)/\(KeyRingFile.fileName)") }
+        #expect(error?.code.rawValue == "KEYS_DIRECTORY_UNSAFE")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir).isEmpty)
+        // Back to root's: written.
+        #expect(chown(dir, 0, 0) == 0)
+        try Self.sampleRing().write(path: "\(dir)/\(KeyRingFile.fileName)")
+    }
+
     @Test func textFormIsStable() throws {
         let ring = try Self.sampleRing()
         let expected = """

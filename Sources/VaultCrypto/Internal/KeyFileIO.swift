@@ -91,8 +91,9 @@ enum KeyFileIO {
         return fsync(fd) == 0
     }
 
-    /// Refuses a directory that group or others may write (sticky `/tmp` included): another user
-    /// could plant files or symlinks where key files and the ring are written.
+    /// Refuses a directory that group or others may write (sticky `/tmp` included), or that
+    /// belongs to another user than this one or root: another user could plant files or symlinks
+    /// where key files and the ring are written.
     /// - Throws: `KEYS_DIRECTORY_UNSAFE`, `KEY_FILE_NOT_FOUND` (no such directory).
     static func checkDirectory(_ dir: String) throws(VaultError) {
         var st = stat()
@@ -101,6 +102,13 @@ enum KeyFileIO {
         }
         guard (st.st_mode & S_IFMT) == S_IFDIR else {
             throw VaultError(.keysDirectoryUnsafe, "\(dir) is not a directory", field: dir)
+        }
+        // Its owner may write it whatever the mode: it must be this user or root.
+        guard st.st_uid == geteuid() || st.st_uid == 0 else {
+            throw VaultError(
+                .keysDirectoryUnsafe,
+                "the keys directory \(dir) belongs to uid \(st.st_uid), neither this user (\(geteuid())) nor root: its owner could plant files or symlinks there; refusing to write keys there",
+                field: dir)
         }
         guard st.st_mode & 0o022 == 0 else {
             throw VaultError(
