@@ -66,7 +66,9 @@ public final class SQLiteTokenStore: TokenStore {
         // CVCs leave the store (DESIGN §1): a store made by an earlier version may still hold some.
         m.registerMigration("v2-cvc-out") { db in
             try db.execute(sql: "UPDATE tokens SET cvc = NULL, cvc_expires_at = NULL WHERE cvc IS NOT NULL")
-            // The file still needs scrubbing (WAL, free pages): a marker until that is done.
+        }
+        // The file still needs scrubbing (WAL, free pages): a marker until that is done.
+        m.registerMigration("v3-cvc-scrub") { db in
             try db.execute(sql: "CREATE TABLE cvc_scrub (pending INTEGER NOT NULL); INSERT INTO cvc_scrub VALUES (1)")
         }
         return m
