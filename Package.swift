@@ -55,6 +55,18 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // The store layer: one database type over SQLite and PostgreSQL, the versioned migrations
+        // of every table, the store's one error type, where a store is (`StoreLocation`), and the
+        // processor ledger. No card handling: rows hold envelopes (ciphertext) and metadata.
+        .target(
+            name: "Store",
+            dependencies: [
+                "VaultCrypto",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // Tokens, the token store protocol and its two backends (SQLite, PostgreSQL).
         .target(
             name: "Tokenizer",
@@ -79,7 +91,7 @@ let package = Package(
         .target(
             name: "Sidecar",
             dependencies: [
-                "Tokenizer", "Payments", "VaultCrypto", "CardRules", "SocketHTTP", "Money",
+                "Tokenizer", "Payments", "VaultCrypto", "CardRules", "SocketHTTP", "Money", "Store",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -93,7 +105,7 @@ let package = Package(
         .target(
             name: "Gateway",
             dependencies: [
-                "VaultOpen", "VaultCrypto", "CardRules", "SocketHTTP", "Money",
+                "VaultOpen", "VaultCrypto", "CardRules", "SocketHTTP", "Money", "Store",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "JWTKit", package: "jwt-kit"),
@@ -118,7 +130,7 @@ let package = Package(
             name: "VaultCLI",
             dependencies: [
                 "VaultCrypto", "VaultOpen", "VaultClient", "CardRules", "Sidecar", "Gateway", "SocketHTTP", "Payments", "Rewrap",
-                "Tokenizer", "Audit",
+                "Tokenizer", "Audit", "Store",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -132,14 +144,14 @@ let package = Package(
         .testTarget(
             name: "TokenizerTests",
             dependencies: [
-                "Tokenizer", "Payments", "VaultCrypto", "VaultOpen", "CardRules",
+                "Tokenizer", "Payments", "VaultCrypto", "VaultOpen", "CardRules", "Store",
                 .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
         .testTarget(
             name: "SidecarTests",
             dependencies: [
-                "Sidecar", "Tokenizer", "VaultCrypto", "CardRules", "SocketHTTP", "Payments",
+                "Sidecar", "Tokenizer", "VaultCrypto", "CardRules", "SocketHTTP", "Payments", "Store",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "GRDB", package: "GRDB.swift"),
             ]
@@ -150,6 +162,10 @@ let package = Package(
                 "Gateway", "SocketHTTP", "Money", "VaultOpen", "VaultCrypto", "CardRules",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ]
+        ),
+        .testTarget(
+            name: "StoreTests",
+            dependencies: ["Store", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(name: "AuditTests", dependencies: ["Audit", "VaultCrypto"]),
         .testTarget(name: "VaultClientTests", dependencies: ["VaultClient", "VaultCrypto", "VaultOpen", "CardRules"]),

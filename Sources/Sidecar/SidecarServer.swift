@@ -1,3 +1,4 @@
+import Store
 import Audit
 import CardRules
 import Foundation

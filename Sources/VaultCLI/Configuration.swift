@@ -1,4 +1,5 @@
 #if canImport(Glibc)
+import Store
 import Glibc
 #endif
 import Foundation

@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
-import Tokenizer
+
 import VaultCrypto
 
 /// Where tokens are kept: `sqlite:PATH` (the embedded default) or a PostgreSQL URL
@@ -150,7 +150,7 @@ extension StoreLocation.PostgresLocation {
                 e.serverInfo?[.message] ?? e.underlying.map { String(describing: $0) } ?? e.code.description
             } ?? String(describing: type(of: error))
             let target = socketPath ?? "\(host ?? "localhost"):\(port)"
-            throw VaultError(VaultError.Code(rawValue: TokenStoreError.Code.unavailable.rawValue), "cannot connect to PostgreSQL at \(target) (sslmode=\(tls.mode.rawValue)): \(reason)")
+            throw VaultError(VaultError.Code(rawValue: StoreError.Code.unavailable.rawValue), "cannot connect to PostgreSQL at \(target) (sslmode=\(tls.mode.rawValue)): \(reason)")
         }
     }
 }

@@ -1,0 +1,371 @@
+import Foundation
+import GRDB
+import Logging
+import PostgresNIO
+
+/// The vault's database, one type for both backends: SQLite (one file, WAL, `synchronous = FULL`,
+/// so a write returns only once it is on disk) and PostgreSQL (a client the caller runs, shared by
+/// every sidecar and gateway of the store; commits are durable with `synchronous_commit` on).
+///
+/// Statements are written once with `?` placeholders in the SQL both backends accept (the schema's
+/// few differences are in `Dialect`). Every store of the vault (tokens, payments, sessions,
+/// customers, instruments, mandates, envelope tables, the processor ledger) goes through it:
+/// `query` reads, `write` runs one statement as its own transaction, `transaction` runs several
+/// atomically, `batch` runs one statement over many argument lists in one transaction (group commit).
+///
+/// SQLite has one writer connection: every write of this process takes the database's write lock
+/// first, so a transaction's statements are never interleaved with another task's. Other
+/// processes (`vault rewrap`, a gateway on the same file) wait on SQLite's own lock (10 s).
+public final class Database: Sendable {
+    public enum Backend: String, Sendable { case sqlite, postgres }
+
+    enum Engine: Sendable {
+        case sqlite(DatabasePool, AsyncLock)
+        case postgres(PostgresClient, Logger)
+    }
+
+    let engine: Engine
+    public let dialect: Dialect
+    public var backend: Backend { dialect.backend }
+
+    /// Opens (creating if needed) the SQLite file at `path`. Migrate with `migrate()`.
+    /// - Throws: `STORE_UNAVAILABLE`.
+    public init(sqlitePath path: String) throws(StoreError) {
+        var config = Configuration()
+        // Another process may write the same file (`vault rewrap` during key rotation, a gateway
+        // whose ledger is here): wait for its short transactions instead of failing with SQLITE_BUSY.
+        config.busyMode = .timeout(10)
+        // Transactions span several statements, each run on the writer connection in turn
+        // (under `AsyncLock`): GRDB must not treat an open transaction between them as an error.
+        config.allowsUnsafeTransactions = true
+        config.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+            // Zero what a delete or update frees: a deleted row's ciphertext does not linger.
+            try db.execute(sql: "PRAGMA secure_delete = ON")
+        }
+        do {
+            let pool = try DatabasePool(path: path, configuration: config)
+            // GRDB's WAL set-up lowers the writer to synchronous=NORMAL after prepareDatabase:
+            // put FULL back on the writer connection, so a commit is on disk when it returns.
+            try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+            engine = .sqlite(pool, AsyncLock())
+        } catch {
+            throw StoreError(.unavailable, "cannot open the SQLite store at \(path): \(Self.describe(error))")
+        }
+        dialect = Dialect(backend: .sqlite)
+    }
+
+    /// A store over a PostgreSQL client that the caller runs (`client.run()`).
+    public init(postgres client: PostgresClient, logger: Logger) {
+        engine = .postgres(client, logger)
+        dialect = Dialect(backend: .postgres)
+    }
+
+    /// The SQLite pool, for the few SQLite-only maintenance steps (`VACUUM`) and tests.
+    public var sqlitePool: DatabasePool? {
+        if case .sqlite(let pool, _) = engine { return pool }
+        return nil
+    }
+
+    // MARK: Statements
+
+    /// Runs a read-only statement.
+    public func query(_ sql: String, _ arguments: [any SQLBindable] = []) async throws(StoreError) -> [SQLRow] {
+        let values = arguments.map(\.sqlValue)
+        switch engine {
+        case .sqlite(let pool, _):
+            return try await Self.sqlite { try await pool.read { db in try Self.run(db, sql, values) } }
+        case .postgres(let client, let logger):
+            return try await Self.postgres { try await Self.run(client, logger, sql, values) }
+        }
+    }
+
+    /// Runs one statement as its own durable transaction; its rows (use `RETURNING` to learn what
+    /// it changed, on both backends).
+    @discardableResult
+    public func write(_ sql: String, _ arguments: [any SQLBindable] = []) async throws(StoreError) -> [SQLRow] {
+        let values = arguments.map(\.sqlValue)
+        switch engine {
+        case .sqlite(let pool, let lock):
+            await lock.acquire()
+            defer { lock.release() }
+            return try await Self.sqlite { try await pool.writeWithoutTransaction { db in try Self.run(db, sql, values) } }
+        case .postgres(let client, let logger):
+            return try await Self.postgres { try await Self.run(client, logger, sql, values) }
+        }
+    }
+
+    /// Runs `sql` once per argument list, all in one durable transaction (one commit, one fsync);
+    /// the rows of each run, in order.
+    public func batch(_ sql: String, _ argumentLists: [[SQLValue]]) async throws(StoreError) -> [[SQLRow]] {
+        switch engine {
+        case .sqlite(let pool, let lock):
+            await lock.acquire()
+            defer { lock.release() }
+            return try await Self.sqlite {
+                try await pool.writeWithoutTransaction { db in
+                    try db.execute(sql: "BEGIN IMMEDIATE")
+                    do {
+                        let out = try argumentLists.map { try Self.run(db, sql, $0) }
+                        try db.execute(sql: "COMMIT")
+                        return out
+                    } catch {
+                        try? db.execute(sql: "ROLLBACK")
+                        throw error
+                    }
+                }
+            }
+        case .postgres(let client, let logger):
+            return try await Self.postgres {
+                try await client.withTransaction(logger: logger) { c in
+                    var out: [[SQLRow]] = []
+                    for values in argumentLists { out.append(try await Self.run(c, logger, sql, values)) }
+                    return out
+                }
+            }
+        }
+    }
+
+    /// Runs `body` in one transaction: committed when it returns, rolled back when it throws.
+    public func transaction<T: Sendable>(_ body: (Transaction) async throws(StoreError) -> T) async throws(StoreError) -> T {
+        switch engine {
+        case .sqlite(let pool, let lock):
+            await lock.acquire()
+            defer { lock.release() }
+            try await Self.sqlite { try await pool.writeWithoutTransaction { db in try db.execute(sql: "BEGIN IMMEDIATE") } }
+            do {
+                let value = try await body(Transaction(connection: .sqlite(pool), dialect: dialect))
+                try await Self.sqlite { try await pool.writeWithoutTransaction { db in try db.execute(sql: "COMMIT") } }
+                return value
+            } catch {
+                try? await pool.writeWithoutTransaction { db in if db.isInsideTransaction { try db.execute(sql: "ROLLBACK") } }
+                throw error
+            }
+        case .postgres(let client, let logger):
+            // The body's typed error is carried out of PostgresNIO's untyped closure and rethrown.
+            let dialect = self.dialect
+            return try await Self.postgres {
+                try await client.withTransaction(logger: logger) { c in
+                    try await body(Transaction(connection: .postgres(c, logger), dialect: dialect))
+                }
+            }
+        }
+    }
+
+    // MARK: Backends
+
+    static func run(_ db: GRDB.Database, _ sql: String, _ values: [SQLValue]) throws -> [SQLRow] {
+        let statement = try db.cachedStatement(sql: sql)
+        let arguments = StatementArguments(values.map { v -> (any DatabaseValueConvertible)? in
+            switch v {
+            case .null: nil
+            case .int(let n): n
+            case .text(let s): s
+            case .bool(let b): b
+            }
+        })
+        return try Row.fetchAll(statement, arguments: arguments).map { row in
+            SQLRow(row.databaseValues.map { value in
+                switch value.storage {
+                case .null: .null
+                case .int64(let n): .int(n)
+                case .double(let d): .int(Int64(d))
+                case .string(let s): .text(s)
+                case .blob(let data): .text(String(decoding: data, as: UTF8.self))
+                }
+            })
+        }
+    }
+
+    static func run(_ client: PostgresClient, _ logger: Logger, _ sql: String, _ values: [SQLValue]) async throws -> [SQLRow] {
+        try await rows(client.query(postgresQuery(sql, values), logger: logger))
+    }
+
+    static func run(_ connection: PostgresConnection, _ logger: Logger, _ sql: String, _ values: [SQLValue]) async throws -> [SQLRow] {
+        try await rows(connection.query(postgresQuery(sql, values), logger: logger))
+    }
+
+    /// `?` placeholders (outside quoted literals) become `$1`, `$2`, …
+    static func postgresQuery(_ sql: String, _ values: [SQLValue]) -> PostgresQuery {
+        var text = ""
+        text.reserveCapacity(sql.utf8.count + 8)
+        var n = 0, quoted = false
+        for c in sql {
+            if c == "'" { quoted.toggle() }
+            if c == "?", !quoted {
+                n += 1
+                text += "$\(n)"
+            } else {
+                text.append(c)
+            }
+        }
+        var bindings = PostgresBindings(capacity: values.count)
+        for v in values {
+            switch v {
+            case .null: bindings.appendNull()
+            case .int(let i): bindings.append(i)
+            case .text(let s): bindings.append(s)
+            case .bool(let b): bindings.append(b)
+            }
+        }
+        return PostgresQuery(unsafeSQL: text, binds: bindings)
+    }
+
+    static func rows(_ sequence: PostgresRowSequence) async throws -> [SQLRow] {
+        var out: [SQLRow] = []
+        for try await row in sequence {
+            var values: [SQLValue] = []
+            for cell in row {
+                guard cell.bytes != nil else {
+                    values.append(.null)
+                    continue
+                }
+                switch cell.dataType {
+                case .int8: values.append(.int(try cell.decode(Int64.self)))
+                case .int4: values.append(.int(Int64(try cell.decode(Int32.self))))
+                case .int2: values.append(.int(Int64(try cell.decode(Int16.self))))
+                case .bool: values.append(.bool(try cell.decode(Bool.self)))
+                default: values.append(.text(try cell.decode(String.self)))
+                }
+            }
+            out.append(SQLRow(values))
+        }
+        return out
+    }
+
+    // MARK: Errors
+
+    /// SQLite errors as `StoreError`: a unique or primary-key violation is `STORE_DUPLICATE`,
+    /// anything else `STORE_UNAVAILABLE` with the result code only.
+    static func sqlite<T>(_ body: () async throws -> T) async throws(StoreError) -> T {
+        do { return try await body() } catch {
+            throw map(error)
+        }
+    }
+
+    /// PostgreSQL errors as `StoreError`: SQLSTATE 23505 is `STORE_DUPLICATE`, anything else
+    /// `STORE_UNAVAILABLE` with the SQLSTATE only.
+    static func postgres<T>(_ body: () async throws -> T) async throws(StoreError) -> T {
+        do {
+            do {
+                return try await body()
+            } catch let wrapped as PostgresTransactionError {
+                throw wrapped.closureError ?? wrapped.beginError ?? wrapped.commitError ?? wrapped
+            }
+        } catch {
+            throw map(error)
+        }
+    }
+
+    /// Any error of either backend as a `StoreError` (one that already is one stays as it is).
+    public static func map(_ error: any Error) -> StoreError {
+        if let e = error as? StoreError { return e }
+        if let e = error as? DatabaseError {
+            if e.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE || e.extendedResultCode == .SQLITE_CONSTRAINT_PRIMARYKEY {
+                return StoreError(.duplicate, "a row with that key exists")
+            }
+            return StoreError(.unavailable, describe(e))
+        }
+        if let e = error as? PSQLError {
+            let state = e.serverInfo?[.sqlState]
+            if state == "23505" { return StoreError(.duplicate, "a row with that key exists") }
+            return StoreError(.unavailable, "PostgreSQL failed (\(state.map { "SQLSTATE \($0)" } ?? "\(e.code)"))")
+        }
+        return StoreError(.unavailable, "the store failed (\(type(of: error)))")
+    }
+
+    /// The SQLite result code only: statement text and arguments stay out of messages.
+    static func describe(_ error: any Error) -> String {
+        if let e = error as? DatabaseError { return "SQLite error \(e.resultCode.rawValue) (\(e.resultCode))" }
+        return String(describing: type(of: error))
+    }
+}
+
+/// A transaction in progress (`Database.transaction`): its statements run in order, atomically.
+public struct Transaction: Sendable {
+    enum Connection: @unchecked Sendable {
+        case sqlite(DatabasePool)
+        case postgres(PostgresConnection, Logger)
+    }
+
+    let connection: Connection
+    public let dialect: Dialect
+
+    /// Runs one statement of the transaction; its rows.
+    @discardableResult
+    public func query(_ sql: String, _ arguments: [any SQLBindable] = []) async throws(StoreError) -> [SQLRow] {
+        let values = arguments.map(\.sqlValue)
+        switch connection {
+        case .sqlite(let pool):
+            return try await Database.sqlite { try await pool.writeWithoutTransaction { db in try Database.run(db, sql, values) } }
+        case .postgres(let c, let logger):
+            return try await Database.postgres { try await Database.run(c, logger, sql, values) }
+        }
+    }
+
+    /// Whether a table exists (for migrations that adopt what an earlier version made).
+    public func tableExists(_ name: String) async throws(StoreError) -> Bool {
+        let sql = dialect.backend == .sqlite
+            ? "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+            : "SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = ?"
+        return try await !query(sql, [name]).isEmpty
+    }
+
+    /// Whether a table has a column.
+    public func columnExists(_ table: String, _ column: String) async throws(StoreError) -> Bool {
+        let sql = dialect.backend == .sqlite
+            ? "SELECT 1 FROM pragma_table_info(?) WHERE name = ?"
+            : "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ? AND column_name = ?"
+        return try await !query(sql, [table, column]).isEmpty
+    }
+}
+
+/// What differs between the backends' SQL: column types and a JSON path.
+public struct Dialect: Sendable {
+    public let backend: Database.Backend
+
+    /// A 64-bit integer column.
+    public var int: String { backend == .sqlite ? "INTEGER" : "BIGINT" }
+    /// A boolean column (`TRUE`/`FALSE` and bound `Bool`s work on both).
+    public var bool: String { backend == .sqlite ? "INTEGER" : "BOOLEAN" }
+    /// A text column.
+    public var text: String { "TEXT" }
+
+    /// The text at top-level key `key` of a JSON text column.
+    public func jsonText(_ column: String, _ key: String) -> String {
+        backend == .sqlite ? "json_extract(\(column), '$.\(key)')" : "((\(column))::jsonb)->>'\(key)'"
+    }
+}
+
+/// A lock that async tasks wait for without blocking a thread; handed over in arrival order.
+final class AsyncLock: @unchecked Sendable {
+    private let lock = NSLock()
+    private var held = false
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    func acquire() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            lock.lock()
+            if !held {
+                held = true
+                lock.unlock()
+                c.resume()
+            } else {
+                waiters.append(c)
+                lock.unlock()
+            }
+        }
+    }
+
+    func release() {
+        lock.lock()
+        if waiters.isEmpty {
+            held = false
+            lock.unlock()
+        } else {
+            let next = waiters.removeFirst()
+            lock.unlock()
+            next.resume()
+        }
+    }
+}

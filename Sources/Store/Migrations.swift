@@ -1,0 +1,214 @@
+import Foundation
+import GRDB
+
+/// One versioned step of the schema. Both backends apply the same list, in order, and record each
+/// applied name in `vault_migrations`; a name is never edited once released (stores made by
+/// earlier versions upgrade in place by applying what they lack).
+public struct Migration: Sendable {
+    public let name: String
+    let apply: @Sendable (Transaction) async throws(StoreError) -> Void
+
+    init(_ name: String, _ apply: @escaping @Sendable (Transaction) async throws(StoreError) -> Void) {
+        self.name = name
+        self.apply = apply
+    }
+
+    /// A migration that runs statements built for the backend's dialect.
+    init(_ name: String, statements: @escaping @Sendable (Dialect) -> [String]) {
+        self.init(name) { (tx) throws(StoreError) in
+            for sql in statements(tx.dialect) { try await tx.query(sql) }
+        }
+    }
+}
+
+extension Database {
+    /// The advisory lock that serializes migrations of one PostgreSQL database (sidecars and
+    /// gateways starting together).
+    static let migrationLock: Int64 = 727365001
+
+    /// Applies the migrations this store lacks, in one transaction (on PostgreSQL under the
+    /// advisory lock), then runs SQLite's pending maintenance (the old-CVC scrub). Idempotent.
+    /// - Throws: `STORE_UNAVAILABLE`; `STORE_TOO_NEW` when the store records a migration this
+    ///   version does not know (a newer vault made it: refuse rather than guess).
+    public func migrate() async throws(StoreError) {
+        try await transaction { (tx) throws(StoreError) in
+            if tx.dialect.backend == .postgres {
+                try await tx.query("SELECT pg_advisory_xact_lock(\(Self.migrationLock))")
+            }
+            try await tx.query("CREATE TABLE IF NOT EXISTS vault_migrations (name TEXT PRIMARY KEY, applied_at \(tx.dialect.int) NOT NULL)")
+            var applied = Set<String>()
+            for row in try await tx.query("SELECT name FROM vault_migrations") { applied.insert(try row.string(0)) }
+            let known = Set(Migrations.all.map(\.name))
+            if let unknown = applied.subtracting(known).sorted().first {
+                throw StoreError(.tooNew, "this store was migrated by a newer vault (\(unknown)); upgrade this vault")
+            }
+            if applied.isEmpty, tx.dialect.backend == .sqlite { try await Migrations.adoptLegacySQLite(tx) }
+            let now = Millis.of(Date())
+            for m in Migrations.all where !applied.contains(m.name) {
+                try await m.apply(tx)
+                try await tx.query("INSERT INTO vault_migrations (name, applied_at) VALUES (?, ?)", [m.name, now])
+            }
+        }
+        if let pool = sqlitePool { try await Self.sqlite { try await Migrations.scrubLegacyCVCs(pool) } }
+    }
+
+    /// The names of the migrations applied to this store, in order of application.
+    public func appliedMigrations() async throws(StoreError) -> [String] {
+        try await query("SELECT name FROM vault_migrations ORDER BY applied_at, name").map { (r) throws(StoreError) in try r.string(0) }
+    }
+}
+
+/// The schema, as one list for both backends (DESIGN §6).
+public enum Migrations {
+    public static let all: [Migration] = [base, ledger, cvcColumnsGone]
+
+    /// Every table the vault had when the store layer became one (tokens, payments, sessions,
+    /// customers, instruments, mandates). `IF NOT EXISTS` throughout: a PostgreSQL store made
+    /// before `vault_migrations` existed already has them (with these names), and adopts them.
+    static let base = Migration("0001-base") { d in
+        [
+            """
+            CREATE TABLE IF NOT EXISTS vault_tokens (
+                token TEXT PRIMARY KEY NOT NULL, envelope TEXT NOT NULL, brand TEXT NOT NULL, bin TEXT NOT NULL,
+                last4 TEXT NOT NULL, fingerprint TEXT, created_at \(d.int) NOT NULL, expires_at \(d.int) NOT NULL,
+                single_use \(d.bool) NOT NULL)
+            """,
+            "CREATE INDEX IF NOT EXISTS vault_tokens_expires_at ON vault_tokens (expires_at)",
+            "CREATE INDEX IF NOT EXISTS vault_tokens_fingerprint ON vault_tokens (fingerprint)",
+            """
+            CREATE TABLE IF NOT EXISTS vault_payments (
+                id TEXT PRIMARY KEY NOT NULL, scope TEXT NOT NULL DEFAULT 'global', idempotency_key TEXT NOT NULL,
+                request TEXT NOT NULL, token TEXT NOT NULL, single_use \(d.bool) NOT NULL, amount \(d.int) NOT NULL,
+                currency TEXT NOT NULL, status TEXT NOT NULL, code TEXT, reference TEXT, next_action TEXT,
+                created_at \(d.int) NOT NULL, updated_at \(d.int) NOT NULL)
+            """,
+            "CREATE UNIQUE INDEX IF NOT EXISTS vault_payments_scope_key ON vault_payments (scope, idempotency_key)",
+            """
+            CREATE UNIQUE INDEX IF NOT EXISTS vault_payments_single_use_token ON vault_payments (token)
+                WHERE single_use = TRUE AND status IN ('processing','requires_action','succeeded')
+            """,
+            "CREATE INDEX IF NOT EXISTS vault_payments_processing ON vault_payments (updated_at) WHERE status = 'processing'",
+            """
+            CREATE TABLE IF NOT EXISTS vault_sessions (
+                id TEXT PRIMARY KEY NOT NULL, amount \(d.int) NOT NULL, currency TEXT NOT NULL, brands TEXT NOT NULL,
+                customer TEXT, status TEXT NOT NULL, payment_id TEXT, created_at \(d.int) NOT NULL,
+                expires_at \(d.int) NOT NULL, attempts \(d.int) NOT NULL DEFAULT 0)
+            """,
+            """
+            CREATE TABLE IF NOT EXISTS vault_customers (
+                id TEXT PRIMARY KEY NOT NULL, reference TEXT, default_instrument TEXT, created_at \(d.int) NOT NULL)
+            """,
+            """
+            CREATE TABLE IF NOT EXISTS vault_instruments (
+                id TEXT PRIMARY KEY NOT NULL, customer TEXT NOT NULL REFERENCES vault_customers(id),
+                envelope TEXT NOT NULL, created_at \(d.int) NOT NULL)
+            """,
+            "CREATE INDEX IF NOT EXISTS vault_instruments_customer ON vault_instruments (customer)",
+            """
+            CREATE TABLE IF NOT EXISTS vault_mandates (
+                id TEXT PRIMARY KEY NOT NULL, customer TEXT NOT NULL, instrument TEXT NOT NULL, amount \(d.int) NOT NULL,
+                max_amount \(d.int) NOT NULL, currency TEXT NOT NULL, interval TEXT NOT NULL, max_cycles \(d.int) NOT NULL,
+                status TEXT NOT NULL, created_at \(d.int) NOT NULL, expires_at \(d.int) NOT NULL)
+            """,
+        ]
+    }
+
+    /// The processor ledger in the vault's store (DESIGN §6, §7): one row per payment id that a
+    /// processor was asked to charge, shared by every gateway of the store; the sandbox's 3-D
+    /// Secure tables; payments that may end `unknown` (with a reason) once settlement gives up.
+    /// Ledgers of earlier versions (a SQLite file per gateway) are imported when this file is one.
+    static let ledger = Migration("0002-ledger") { (tx) throws(StoreError) in
+        let d = tx.dialect
+        for sql in [
+            """
+            CREATE TABLE vault_ledger (
+                payment_id TEXT PRIMARY KEY NOT NULL, processor TEXT NOT NULL, amount \(d.int) NOT NULL,
+                currency TEXT NOT NULL, envelope_id TEXT NOT NULL, state TEXT NOT NULL, status TEXT, decline_code TEXT,
+                reference TEXT, transaction_id TEXT, attempts \(d.int) NOT NULL DEFAULT 1, lease_until \(d.int),
+                next_try_at \(d.int), deadline_at \(d.int), reason TEXT, created_at \(d.int) NOT NULL,
+                updated_at \(d.int) NOT NULL)
+            """,
+            "CREATE INDEX vault_ledger_unsettled ON vault_ledger (next_try_at) WHERE state <> 'done'",
+            "CREATE TABLE vault_sandbox_3ds (transaction_id TEXT PRIMARY KEY NOT NULL, payment_id TEXT NOT NULL, request_jti TEXT NOT NULL)",
+            "CREATE TABLE vault_sandbox_3ds_used (jti TEXT PRIMARY KEY NOT NULL)",
+            "ALTER TABLE vault_payments ADD COLUMN reason TEXT",
+            // An `unknown` payment may have been charged: it keeps holding its single-use token.
+            "DROP INDEX IF EXISTS vault_payments_single_use_token",
+            """
+            CREATE UNIQUE INDEX vault_payments_single_use_token ON vault_payments (token)
+                WHERE single_use = TRUE AND status IN ('processing','requires_action','succeeded','unknown')
+            """,
+            "CREATE INDEX vault_payments_unsettled ON vault_payments (updated_at) WHERE status IN ('processing','unknown')",
+        ] { try await tx.query(sql) }
+        // A gateway's own ledger file from before (sandbox or relay): its rows join the ledger.
+        if try await tx.tableExists("sandbox_charges") {
+            try await tx.query("""
+                INSERT INTO vault_ledger (payment_id, processor, amount, currency, envelope_id, state, status, decline_code,
+                                          reference, transaction_id, created_at, updated_at)
+                SELECT payment_id, 'sandbox', amount, currency, envelope_id, 'done', status, decline_code, reference,
+                       transaction_id, created_at * 1000, created_at * 1000 FROM sandbox_charges
+                """)
+            try await tx.query("INSERT INTO vault_sandbox_3ds SELECT transaction_id, payment_id, request_jti FROM sandbox_3ds")
+            try await tx.query("INSERT INTO vault_sandbox_3ds_used SELECT jti FROM sandbox_3ds_used")
+            for t in ["sandbox_charges", "sandbox_3ds", "sandbox_3ds_used"] { try await tx.query("DROP TABLE \(t)") }
+        }
+        if try await tx.tableExists("relay_charges") {
+            // A row left 'sent' was sent and never answered: its outcome is unknown, to settle.
+            try await tx.query("""
+                INSERT INTO vault_ledger (payment_id, processor, amount, currency, envelope_id, state, status, decline_code,
+                                          reference, next_try_at, created_at, updated_at)
+                SELECT payment_id, 'relay', amount, currency, envelope_id, CASE state WHEN 'done' THEN 'done' ELSE 'unknown' END,
+                       status, decline_code, reference, created_at * 1000, created_at * 1000, created_at * 1000 FROM relay_charges
+                """)
+            try await tx.query("DROP TABLE relay_charges")
+        }
+    }
+
+    /// CVCs left the store (DESIGN §1): the columns an earlier version wrote them to go, after
+    /// being emptied (on PostgreSQL, dead row versions are rewritten by `VACUUM FULL vault_tokens`,
+    /// docs/threat-model.md; on SQLite the file is scrubbed, `scrubLegacyCVCs`).
+    static let cvcColumnsGone = Migration("0003-tokens-without-cvc-columns") { (tx) throws(StoreError) in
+        try await tx.query("DROP INDEX IF EXISTS vault_tokens_cvc_expires_at")
+        for column in ["cvc", "cvc_expires_at"] where try await tx.columnExists("vault_tokens", column) {
+            try await tx.query("UPDATE vault_tokens SET \(column) = NULL")
+            try await tx.query("ALTER TABLE vault_tokens DROP COLUMN \(column)")
+        }
+    }
+
+    /// A SQLite store made before the store layer (GRDB's named migrations, tables without the
+    /// `vault_` prefix): its tables are renamed to the shared names and their indexes dropped
+    /// (the base migration makes them again under the shared names). What it lacks is created
+    /// by the migrations that follow.
+    static func adoptLegacySQLite(_ tx: Transaction) async throws(StoreError) {
+        guard try await tx.tableExists("grdb_migrations") else { return }
+        for index in ["tokens_expires_at", "tokens_cvc_expires_at", "tokens_fingerprint", "payments_single_use_token", "payments_processing",
+                      "instruments_customer"] {
+            try await tx.query("DROP INDEX IF EXISTS \(index)")
+        }
+        for table in ["tokens", "payments", "sessions", "customers", "instruments", "mandates", "cvc_scrub"] where try await tx.tableExists(table) {
+            try await tx.query("ALTER TABLE \(table) RENAME TO vault_\(table)")
+        }
+        // Whatever CVCs an older version left in the file are scrubbed after the upgrade.
+        if try await tx.columnExists("vault_tokens", "cvc") {
+            try await tx.query("CREATE TABLE IF NOT EXISTS vault_cvc_scrub (pending INTEGER NOT NULL)")
+            try await tx.query("INSERT INTO vault_cvc_scrub VALUES (1)")
+        }
+        try await tx.query("DROP TABLE grdb_migrations")
+    }
+
+    /// SQLite only: a store whose CVCs were emptied by an earlier version may still hold them in
+    /// its WAL and free pages. While the marker table `vault_cvc_scrub` has a row: truncate the
+    /// WAL, rebuild the file (VACUUM leaves no free page), truncate again, then clear the marker:
+    /// a start that failed midway (a full disk) scrubs again at the next one.
+    static func scrubLegacyCVCs(_ pool: DatabasePool) async throws {
+        try await pool.writeWithoutTransaction { db in
+            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'vault_cvc_scrub'") == true else { return }
+            if try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM vault_cvc_scrub") ?? 0 > 0 {
+                try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+                try db.execute(sql: "VACUUM")
+                try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+            }
+            try db.execute(sql: "DROP TABLE vault_cvc_scrub")
+        }
+    }
+}
