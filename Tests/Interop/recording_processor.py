@@ -27,6 +27,7 @@ charge survives a restart of this process). It never stores nor logs a card numb
                      faults now in force. GET /_faults reads them.
   GET  /_records     JSON list of every record (key, status, charge id, amount, currency, payment
                      id, requests, created; never card data)
+  GET  /_injected    JSON list of every fault injected: key, payment id, fault, time (also kept in --db)
   GET  /_stats       counters: charges posted, replays, lookups, faults injected by kind
   GET  /_health      200
 
@@ -85,6 +86,12 @@ db.execute("""CREATE TABLE IF NOT EXISTS charges (
     created_at REAL NOT NULL,
     last_request_at REAL NOT NULL
 )""")
+db.execute("""CREATE TABLE IF NOT EXISTS injected (
+    idempotency_key TEXT NOT NULL,
+    payment_id TEXT,
+    fault TEXT NOT NULL,
+    at REAL NOT NULL
+)""")
 COLUMNS = ["idempotency_key", "charge_id", "status", "decline_code", "amount", "currency", "payment_id", "had_cvc",
            "requests", "created_at", "last_request_at"]
 
@@ -104,6 +111,12 @@ def luhn(digits):
 def record_of(key):
     row = db.execute(f"SELECT {', '.join(COLUMNS)} FROM charges WHERE idempotency_key = ?", (key,)).fetchone()
     return dict(zip(COLUMNS, row)) if row else None
+
+
+def note_fault(fault, key, payment_id):
+    with lock:
+        stats[f"injected_{fault}"] += 1
+        db.execute("INSERT INTO injected (idempotency_key, payment_id, fault, at) VALUES (?, ?, ?, ?)", (key, payment_id, fault, time.time()))
 
 
 def draw_fault():
@@ -143,8 +156,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def apply_fault(self, fault, rec):
         """After a charge was recorded: answer as the fault says."""
-        with lock:
-            stats[f"injected_{fault}"] += 1
+        note_fault(fault, rec["idempotency_key"], rec["payment_id"])
         if fault == "p500_after":
             return self.answer(500, {"error": {"type": "api_error", "message": "injected after the charge"}})
         if fault == "p_timeout":
@@ -168,6 +180,10 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/_stats":
             with lock:
                 return self.answer(200, dict(stats))
+        if path == "/_injected":
+            with lock:
+                rows = db.execute("SELECT idempotency_key, payment_id, fault, at FROM injected ORDER BY at").fetchall()
+            return self.answer(200, [dict(zip(["idempotency_key", "payment_id", "fault", "at"], r)) for r in rows])
         if path == "/_records":
             with lock:
                 rows = db.execute(f"SELECT {', '.join(COLUMNS)} FROM charges ORDER BY created_at").fetchall()
@@ -236,16 +252,14 @@ class Handler(BaseHTTPRequestHandler):
                 return self.answer(400, {"error": {"type": "idempotency_error", "message": "this Idempotency-Key was used with other parameters"}})
             fault = draw_fault() if args.faults_on_replays else None
             if fault == "p500_before":
-                with lock:
-                    stats["injected_p500_before"] += 1
+                note_fault(fault, key, payment_id)
                 return self.answer(500, {"error": {"type": "api_error", "message": "injected"}})
             if fault:
                 return self.apply_fault(fault, rec)
             return self.answer(*self.outcome_answer(rec))
         fault = draw_fault()
         if fault == "p500_before":
-            with lock:
-                stats["injected_p500_before"] += 1
+            note_fault(fault, key, payment_id)
             number = None
             return self.answer(500, {"error": {"type": "api_error", "message": "injected before any charge"}})
         digits = number.isdigit() and 12 <= len(number) <= 19
