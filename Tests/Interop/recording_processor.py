@@ -4,7 +4,7 @@
 
   Tests/Interop/recording_processor.py --db PATH [--port N] [--seed N]
         [--p500-before P] [--p500-after P] [--p-timeout P] [--p-drop P] [--faults-on-replays]
-        [--timeout-sleep 30]
+        [--timeout-sleep 30] [--latency 0:0]
 
 It listens on 127.0.0.1 (a free port unless --port; the port is the first line of stdout) and
 keeps a durable record of every charge in the SQLite file --db (WAL, synchronous=FULL: a recorded
@@ -30,6 +30,10 @@ charge survives a restart of this process). It never stores nor logs a card numb
   GET  /_injected    JSON list of every fault injected: key, payment id, fault, time (also kept in --db)
   GET  /_stats       counters: charges posted, replays, lookups, faults injected by kind
   GET  /_health      200
+
+Latency (--latency LO:HI seconds): each POST /v1/charges takes a random time in that range, half
+before the outcome is decided and recorded, half after (a real processor answers in a second or
+so: a gateway that dies meanwhile has sent a request whose outcome it never learns).
 
 Faults, drawn at random for each POST /v1/charges that decides (a replay of a recorded key is
 answered normally, unless --faults-on-replays):
@@ -61,7 +65,9 @@ ap.add_argument("--p-timeout", type=float, default=0.0)
 ap.add_argument("--p-drop", type=float, default=0.0)
 ap.add_argument("--faults-on-replays", action="store_true")
 ap.add_argument("--timeout-sleep", type=float, default=30.0)
+ap.add_argument("--latency", default="0:0", help="LO:HI seconds each charge takes (half before deciding, half after)")
 args = ap.parse_args()
+latency = tuple(float(x) for x in args.latency.split(":"))
 
 FAULTS = ("p500_before", "p500_after", "p_timeout", "p_drop")
 faults = {"p500_before": args.p500_before, "p500_after": args.p500_after, "p_timeout": args.p_timeout, "p_drop": args.p_drop}
@@ -233,6 +239,9 @@ class Handler(BaseHTTPRequestHandler):
                 stats["rejected"] += 1
             return self.answer(400, {"error": {"type": "invalid_request_error", "message": "amount, currency, card[number], card[exp_month], card[exp_year] and an Idempotency-Key header are required"}})
         payment_id = form.get("metadata[vault_payment_id]")
+        with lock:
+            delay = rng.uniform(*latency) if latency[1] > 0 else 0.0
+        time.sleep(delay / 2)
         now = time.time()
         with lock:
             stats["posts"] += 1
@@ -284,6 +293,7 @@ class Handler(BaseHTTPRequestHandler):
                 rec["requests"] += 1
                 stats["replays"] += 1
                 decided = False
+        time.sleep(delay / 2)
         if decided and fault:
             return self.apply_fault(fault, rec)
         if not decided and (rec["amount"] != amount or rec["currency"] != currency):
