@@ -265,7 +265,8 @@ public struct PaymentService: Sendable {
         return p
     }
 
-    /// Settles payments left `processing` (a crash, a lost connection) by asking the gateway.
+    /// Settles payments whose outcome is not known (`processing` after a crash or a lost
+    /// connection, `unknown` after settlement gave up) by asking the gateway again, oldest first.
     /// Returns how many were settled.
     @discardableResult
     public func reconcile(olderThan age: Duration) async -> Int {
