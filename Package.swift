@@ -67,26 +67,10 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // Tokens, the token store protocol and its two backends (SQLite, PostgreSQL).
-        .target(
-            name: "Tokenizer",
-            dependencies: [
-                "VaultCrypto", "CardRules",
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "Logging", package: "swift-log"),
-            ]
-        ),
-        // Payments: records, idempotency and the payment store's two backends (SQLite, PostgreSQL).
-        .target(
-            name: "Payments",
-            dependencies: [
-                "VaultCrypto", "Money", "Tokenizer",
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "Logging", package: "swift-log"),
-            ]
-        ),
+        // Tokens, the token store protocol and its one implementation over the store layer.
+        .target(name: "Tokenizer", dependencies: ["VaultCrypto", "CardRules", "Store"]),
+        // Payments: records, idempotency, sessions, customers and mandates over the store layer.
+        .target(name: "Payments", dependencies: ["VaultCrypto", "Money", "Tokenizer", "Store"]),
         // The sidecar: Hummingbird on a Unix socket. Never depends on VaultOpen.
         .target(
             name: "Sidecar",

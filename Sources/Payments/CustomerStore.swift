@@ -1,4 +1,5 @@
 import Foundation
+import Store
 import VaultCrypto
 
 /// A customer (the Stripe model): an id, the merchant's own reference, stored instruments and a
@@ -34,29 +35,19 @@ public struct InstrumentRecord: Sendable, Equatable {
     }
 }
 
-/// Where customers and their instruments live; two backends (SQLite, PostgreSQL), one suite.
+/// Where customers and their instruments live: `SQLCustomerStore` on either backend, one suite.
 public protocol CustomerStore: Sendable {
-    func create(_ customer: CustomerRecord) async throws(PaymentStoreError)
-    func customer(_ id: String) async throws(PaymentStoreError) -> CustomerRecord?
+    func create(_ customer: CustomerRecord) async throws(StoreError)
+    func customer(_ id: String) async throws(StoreError) -> CustomerRecord?
     /// Instruments of a customer, oldest first.
-    func instruments(of customer: String) async throws(PaymentStoreError) -> [InstrumentRecord]
-    func instrument(_ id: String) async throws(PaymentStoreError) -> InstrumentRecord?
+    func instruments(of customer: String) async throws(StoreError) -> [InstrumentRecord]
+    func instrument(_ id: String) async throws(StoreError) -> InstrumentRecord?
     /// Stores an instrument; it becomes the default when the customer has none (or when asked).
     /// False when the customer does not exist.
-    func attach(_ instrument: InstrumentRecord, makeDefault: Bool) async throws(PaymentStoreError) -> Bool
+    func attach(_ instrument: InstrumentRecord, makeDefault: Bool) async throws(StoreError) -> Bool
     /// False when the instrument is not the customer's.
-    func setDefault(customer: String, instrument: String) async throws(PaymentStoreError) -> Bool
+    func setDefault(customer: String, instrument: String) async throws(StoreError) -> Bool
     /// Deletes the instrument (and its envelope); clears the default if it was. False when the
     /// instrument is not the customer's.
-    func detach(customer: String, instrument: String) async throws(PaymentStoreError) -> Bool
-}
-
-enum CustomerColumns {
-    static func envelope(_ text: String) throws(PaymentStoreError) -> CardEnvelope {
-        let parsed = Array(text.utf8).withUnsafeBytes { raw in Result { () throws(VaultError) in try CardEnvelope(json: raw) } }
-        switch parsed {
-        case .success(let envelope): return envelope
-        case .failure(let error): throw PaymentStoreError(.unavailable, "a stored instrument no longer parses (\(error.code.rawValue))")
-        }
-    }
+    func detach(customer: String, instrument: String) async throws(StoreError) -> Bool
 }

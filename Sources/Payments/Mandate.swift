@@ -1,4 +1,5 @@
 import Foundation
+import Store
 
 /// A recurring mandate (the Cashfree subscription model): a customer's stored instrument may be
 /// charged up to `maxCycles` times, once per `interval`, each charge at most `maxAmount`, until
@@ -50,14 +51,10 @@ public struct MandateRecord: Sendable, Equatable {
     }
 }
 
-/// Where mandates live (the customer stores implement it: SQLite and PostgreSQL).
+/// Where mandates live (`SQLCustomerStore` implements it, on either backend).
 public protocol MandateStore: Sendable {
-    func createMandate(_ mandate: MandateRecord) async throws(PaymentStoreError)
-    func mandate(_ id: String) async throws(PaymentStoreError) -> MandateRecord?
+    func createMandate(_ mandate: MandateRecord) async throws(StoreError)
+    func mandate(_ id: String) async throws(StoreError) -> MandateRecord?
     /// False when there was no active mandate with that id.
-    func cancelMandate(_ id: String) async throws(PaymentStoreError) -> Bool
-}
-
-enum MandateColumns {
-    static let list = "id, customer, instrument, amount, max_amount, currency, interval, max_cycles, status, created_at, expires_at"
+    func cancelMandate(_ id: String) async throws(StoreError) -> Bool
 }

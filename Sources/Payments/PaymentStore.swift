@@ -1,4 +1,5 @@
 import Foundation
+import Store
 
 /// A payment as the sidecar records it: the intent (written before the gateway is called) and,
 /// once known, its outcome. No card data: a token id, an amount, codes and references.
@@ -12,8 +13,12 @@ public struct PaymentRecord: Sendable, Equatable {
         case requiresAction = "requires_action"
         /// Refused before any charge (an envelope the gateway would not open, a token gone).
         case failed
+        /// Settlement gave up finding the outcome by its deadline (`reason` says why): it may
+        /// have been charged, so it keeps holding a single-use token, and a later answer from the
+        /// processor still settles it.
+        case unknown
 
-        /// True once nothing more will happen to it.
+        /// True once nothing more will happen to it (`unknown` is not: it may still settle).
         public var isFinal: Bool { self == .succeeded || self == .declined || self == .failed }
     }
 
@@ -40,13 +45,15 @@ public struct PaymentRecord: Sendable, Equatable {
     public var reference: String?
     /// For `requires_action`: the `next_action` JSON object.
     public var nextAction: String?
+    /// For `unknown`: why the outcome is not known (the last failure), for people.
+    public var reason: String?
     public var createdAt: Date
     public var updatedAt: Date
 
     public init(
         id: String, scope: String = PaymentScope.global, idempotencyKey: String, request: String, token: String, singleUse: Bool,
         amount: Int, currency: String, status: Status = .processing, code: String? = nil, reference: String? = nil,
-        nextAction: String? = nil, createdAt: Date, updatedAt: Date? = nil
+        nextAction: String? = nil, reason: String? = nil, createdAt: Date, updatedAt: Date? = nil
     ) {
         self.id = id
         self.scope = scope
@@ -60,6 +67,7 @@ public struct PaymentRecord: Sendable, Equatable {
         self.code = code
         self.reference = reference
         self.nextAction = nextAction
+        self.reason = reason
         self.createdAt = createdAt
         self.updatedAt = updatedAt ?? createdAt
     }
@@ -89,7 +97,8 @@ public enum PaymentBegin: Sendable, Equatable {
     case existing(PaymentRecord)
 }
 
-/// Where payments are recorded. Two backends (SQLite, PostgreSQL), one test suite.
+/// Where payments are recorded: `SQLPaymentStore` over either backend of `Store.Database`, one
+/// test suite run on both.
 ///
 /// Every method that changes something returns only after the change is durable, so an intent is
 /// on disk before the gateway is called and a restart can reconcile it.
@@ -97,55 +106,30 @@ public protocol PaymentStore: Sendable {
     /// Records a new intent (status `processing`) unless its (scope, idempotency key) is taken.
     /// - Throws: `TOKEN_IN_USE` when the token is single use and another payment on it is
     ///   processing, waiting for 3-D Secure or succeeded; `STORE_UNAVAILABLE`.
-    func begin(_ record: PaymentRecord) async throws(PaymentStoreError) -> PaymentBegin
+    func begin(_ record: PaymentRecord) async throws(StoreError) -> PaymentBegin
 
-    /// Sets the outcome of a payment that is `processing` or `requires_action`. False when it is
-    /// already final (a late duplicate outcome changes nothing).
+    /// Sets the outcome of a payment that is `processing`, `requires_action` or `unknown` (a late
+    /// answer settles it; its reason is cleared). False when it is already final (a late
+    /// duplicate outcome changes nothing).
     func finish(
         _ id: String, status: PaymentRecord.Status, code: String?, reference: String?, nextAction: String?, now: Date
-    ) async throws(PaymentStoreError) -> Bool
+    ) async throws(StoreError) -> Bool
 
     /// Deletes an intent known never to have reached a processor (the gateway could not be
     /// reached at all), so the same idempotency key can be tried again.
-    func abandon(_ id: String) async throws(PaymentStoreError)
+    func abandon(_ id: String) async throws(StoreError)
 
     /// A payment by id.
-    func get(_ id: String) async throws(PaymentStoreError) -> PaymentRecord?
+    func get(_ id: String) async throws(StoreError) -> PaymentRecord?
 
     /// The payment made under an idempotency key in a scope, if any (never one of another scope).
-    func find(scope: String, idempotencyKey: String) async throws(PaymentStoreError) -> PaymentRecord?
+    func find(scope: String, idempotencyKey: String) async throws(StoreError) -> PaymentRecord?
 
-    /// Payments still `processing` that were last touched before `before` (to reconcile).
-    func processing(before: Date) async throws(PaymentStoreError) -> [PaymentRecord]
-}
+    /// Marks a payment still `processing` as `unknown` with `reason` (settlement gave up by its
+    /// deadline). False when it is not `processing` (settled meanwhile, or already unknown).
+    func markUnknown(_ id: String, reason: String, now: Date) async throws(StoreError) -> Bool
 
-/// The payment store's error: a stable code and a message without card data.
-public struct PaymentStoreError: Error, Sendable, Equatable, CustomStringConvertible {
-    public struct Code: RawRepresentable, Hashable, Sendable {
-        public let rawValue: String
-        public init(rawValue: String) { self.rawValue = rawValue }
-        /// A single-use token already has a live or successful payment.
-        public static let tokenInUse = Code(rawValue: "TOKEN_IN_USE")
-        /// The store cannot be reached or refused the operation.
-        public static let unavailable = Code(rawValue: "STORE_UNAVAILABLE")
-    }
-
-    public let code: Code
-    public let message: String
-
-    public init(_ code: Code, _ message: String) {
-        self.code = code
-        self.message = message
-    }
-
-    public var description: String { "\(code.rawValue): \(message)" }
-}
-
-/// Columns shared by both backends.
-enum PaymentColumns {
-    static let list = "id, idempotency_key, request, token, single_use, amount, currency, status, code, reference, next_action, created_at, updated_at, scope"
-    /// Statuses that hold a single-use token.
-    static let holdingStatuses = "('processing','requires_action','succeeded')"
-    static func millis(_ d: Date) -> Int64 { Int64((d.timeIntervalSince1970 * 1000).rounded()) }
-    static func date(_ ms: Int64) -> Date { Date(timeIntervalSince1970: Double(ms) / 1000) }
+    /// Payments whose outcome is not known (`processing` or `unknown`) that were last touched
+    /// before `before`, oldest first, at most `limit` (to reconcile).
+    func unsettled(before: Date, limit: Int) async throws(StoreError) -> [PaymentRecord]
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Store
 
 /// A checkout session (the Payrails and Cashfree model): a trusted backend fixes amount,
 /// currency, accepted brands and optionally the customer; a less-trusted caller (the checkout
@@ -48,15 +49,15 @@ public struct SessionRecord: Sendable, Equatable {
     }
 }
 
-/// Where sessions live (the payment stores implement it: SQLite and PostgreSQL).
+/// Where sessions live (`SQLPaymentStore` implements it, on either backend).
 public protocol SessionStore: Sendable {
-    func createSession(_ session: SessionRecord) async throws(PaymentStoreError)
-    func session(_ id: String) async throws(PaymentStoreError) -> SessionRecord?
+    func createSession(_ session: SessionRecord) async throws(StoreError)
+    func session(_ id: String) async throws(StoreError) -> SessionRecord?
     /// Moves a session from `from` to `to` (recording `paymentID` if given), atomically. False
     /// when it was not in `from` (someone else claimed or completed it).
-    func transitionSession(_ id: String, from: SessionRecord.Status, to: SessionRecord.Status, paymentID: String?) async throws(PaymentStoreError) -> Bool
+    func transitionSession(_ id: String, from: SessionRecord.Status, to: SessionRecord.Status, paymentID: String?) async throws(StoreError) -> Bool
     /// Ends a failed attempt of a session that is `paying`, atomically: counts it, and moves the
     /// session back to `open`, or to `closed` once `maxAttempts` attempts have failed. Returns
     /// the new status, or nil when the session was not `paying`.
-    func failSessionAttempt(_ id: String, maxAttempts: Int) async throws(PaymentStoreError) -> SessionRecord.Status?
+    func failSessionAttempt(_ id: String, maxAttempts: Int) async throws(StoreError) -> SessionRecord.Status?
 }

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import Payments
 import SocketHTTP
+import Store
 import Tokenizer
 import VaultCrypto
 
@@ -21,15 +22,15 @@ public struct CustomerService: Sendable {
 
     public func create(reference: String?) async throws(APIError) -> CustomerRecord {
         let c = CustomerRecord(id: RandomID.make(prefix: "cus_"), reference: reference, createdAt: now())
-        try await store { () throws(PaymentStoreError) in try await customers.create(c) }
+        try await store { () throws(StoreError) in try await customers.create(c) }
         return c
     }
 
     public func customer(_ id: String) async throws(APIError) -> (CustomerRecord, [InstrumentRecord]) {
-        guard let c = try await store({ () throws(PaymentStoreError) in try await customers.customer(id) }) else {
+        guard let c = try await store({ () throws(StoreError) in try await customers.customer(id) }) else {
             throw APIError(.notFound, "CUSTOMER_NOT_FOUND", "no customer with that id")
         }
-        return (c, try await store { () throws(PaymentStoreError) in try await customers.instruments(of: id) })
+        return (c, try await store { () throws(StoreError) in try await customers.instruments(of: id) })
     }
 
     /// Attaches a token: it becomes an instrument (no CVC) and the token is consumed.
@@ -39,7 +40,7 @@ public struct CustomerService: Sendable {
         do throws(VaultError) { record = try await tokenizer.record(token) } catch { throw APIError(error) }
         // Claim the token first: of two attaches racing on one token, one wins.
         let claimed: Bool
-        do throws(TokenStoreError) { claimed = try await tokenizer.store.delete(token) } catch { throw APIError(VaultError(store: error)) }
+        do throws(StoreError) { claimed = try await tokenizer.store.delete(token) } catch { throw APIError(VaultError(store: error)) }
         guard claimed else { throw APIError(.notFound, "TOKEN_NOT_FOUND", "no live token with that id") }
         tokenizer.dropCVC(token)   // an instrument never carries a CVC (PCI DSS 3.3.1)
         // The instrument keeps the fingerprint the gateway gave the token (and only that one: a
@@ -48,20 +49,20 @@ public struct CustomerService: Sendable {
         var envelope = record.envelope
         envelope.card.fingerprint = record.fingerprint
         let instrument = InstrumentRecord(id: RandomID.make(prefix: "ins_"), customer: id, envelope: envelope, createdAt: now())
-        guard try await store({ () throws(PaymentStoreError) in try await customers.attach(instrument, makeDefault: makeDefault) }) else {
+        guard try await store({ () throws(StoreError) in try await customers.attach(instrument, makeDefault: makeDefault) }) else {
             throw APIError(.notFound, "CUSTOMER_NOT_FOUND", "no customer with that id")
         }
         return instrument
     }
 
     public func setDefault(customer id: String, instrument: String) async throws(APIError) {
-        guard try await store({ () throws(PaymentStoreError) in try await customers.setDefault(customer: id, instrument: instrument) }) else {
+        guard try await store({ () throws(StoreError) in try await customers.setDefault(customer: id, instrument: instrument) }) else {
             throw APIError(.notFound, "INSTRUMENT_NOT_FOUND", "this customer has no instrument with that id")
         }
     }
 
     public func detach(customer id: String, instrument: String) async throws(APIError) {
-        guard try await store({ () throws(PaymentStoreError) in try await customers.detach(customer: id, instrument: instrument) }) else {
+        guard try await store({ () throws(StoreError) in try await customers.detach(customer: id, instrument: instrument) }) else {
             throw APIError(.notFound, "INSTRUMENT_NOT_FOUND", "this customer has no instrument with that id")
         }
     }
@@ -75,8 +76,8 @@ public struct CustomerService: Sendable {
         return instrument
     }
 
-    private func store<T>(_ body: () async throws(PaymentStoreError) -> T) async throws(APIError) -> T {
-        do throws(PaymentStoreError) { return try await body() } catch {
+    private func store<T>(_ body: () async throws(StoreError) -> T) async throws(APIError) -> T {
+        do throws(StoreError) { return try await body() } catch {
             throw APIError(.serviceUnavailable, error.code.rawValue, error.message)
         }
     }

@@ -3,6 +3,7 @@ import Hummingbird
 import Money
 import Payments
 import SocketHTTP
+import Store
 import VaultCrypto
 
 /// Recurring mandates on stored instruments: each cycle is one payment, idempotent by
@@ -37,12 +38,12 @@ public struct MandateService: Sendable {
         let m = MandateRecord(
             id: RandomID.make(prefix: "mdt_"), customer: customer, instrument: chosen, amount: amount, maxAmount: maxAmount,
             currency: currency.code, interval: interval, maxCycles: maxCycles, createdAt: now(), expiresAt: expiresAt)
-        try await store { () throws(PaymentStoreError) in try await mandates.createMandate(m) }
+        try await store { () throws(StoreError) in try await mandates.createMandate(m) }
         return m
     }
 
     public func mandate(_ id: String) async throws(APIError) -> MandateRecord {
-        guard let m = try await store({ () throws(PaymentStoreError) in try await mandates.mandate(id) }) else {
+        guard let m = try await store({ () throws(StoreError) in try await mandates.mandate(id) }) else {
             throw APIError(.notFound, "MANDATE_NOT_FOUND", "no mandate with that id")
         }
         return m
@@ -50,7 +51,7 @@ public struct MandateService: Sendable {
 
     public func cancel(_ id: String) async throws(APIError) {
         _ = try await mandate(id)
-        _ = try await store { () throws(PaymentStoreError) in try await mandates.cancelMandate(id) }
+        _ = try await store { () throws(StoreError) in try await mandates.cancelMandate(id) }
     }
 
     /// Charges cycle `cycle` (from 1) for `amount` (default: the plan amount).
@@ -82,8 +83,8 @@ public struct MandateService: Sendable {
                                             scope: PaymentScope.global))
     }
 
-    private func store<T>(_ body: () async throws(PaymentStoreError) -> T) async throws(APIError) -> T {
-        do throws(PaymentStoreError) { return try await body() } catch {
+    private func store<T>(_ body: () async throws(StoreError) -> T) async throws(APIError) -> T {
+        do throws(StoreError) { return try await body() } catch {
             throw APIError(.serviceUnavailable, error.code.rawValue, error.message)
         }
     }

@@ -4,6 +4,7 @@ import Logging
 import Money
 import Payments
 import SocketHTTP
+import Store
 import Tokenizer
 import VaultCrypto
 
@@ -73,7 +74,7 @@ public struct PaymentService: Sendable {
     public func pay(_ request: Request) async throws(APIError) -> (payment: PaymentRecord, created: Bool) {
         // A replay returns the first payment; if that first attempt was dropped meanwhile (it
         // never reached a processor), this request makes the payment afresh.
-        let existing = try await store { () throws(PaymentStoreError) in
+        let existing = try await store { () throws(StoreError) in
             try await payments.find(scope: request.scope, idempotencyKey: request.idempotencyKey)
         }
         if let existing, let first = try await replay(existing, request) {
@@ -85,7 +86,7 @@ public struct PaymentService: Sendable {
         // across the upgrade never charges twice. Any other request under the key ignores it: no
         // IDEMPOTENCY_KEY_REUSED that would tell another peer the key exists.
         if existing == nil, request.scope != PaymentScope.global,
-           let legacy = try await store({ () throws(PaymentStoreError) in
+           let legacy = try await store({ () throws(StoreError) in
                try await payments.find(scope: PaymentScope.global, idempotencyKey: request.idempotencyKey)
            }),
            legacy.request == request.canonical, let first = try await replay(legacy, request) {
@@ -112,7 +113,7 @@ public struct PaymentService: Sendable {
         let intent = PaymentRecord(
             id: RandomID.make(prefix: "pay_"), scope: request.scope, idempotencyKey: request.idempotencyKey, request: request.canonical, token: sourceID,
             singleUse: singleUse, amount: request.amount, currency: request.currency.code, createdAt: now())
-        switch try await store({ () throws(PaymentStoreError) in try await payments.begin(intent) }) {
+        switch try await store({ () throws(StoreError) in try await payments.begin(intent) }) {
         case .existing(let existing):
             guard let first = try await replay(existing, request) else {
                 throw APIError(.serviceUnavailable, "GATEWAY_UNAVAILABLE", "a concurrent request under this idempotency_key did not reach the gateway; nothing was charged, retry")
@@ -170,7 +171,7 @@ public struct PaymentService: Sendable {
     func record(_ outcome: GatewayClient.Outcome, for intent: PaymentRecord) async throws(APIError) -> PaymentRecord {
         let status = PaymentRecord.Status(rawValue: outcome.status) ?? .failed
         let t = now()
-        _ = try await store { () throws(PaymentStoreError) in
+        _ = try await store { () throws(StoreError) in
             try await payments.finish(intent.id, status: status, code: outcome.declineCode, reference: outcome.reference, nextAction: outcome.nextAction, now: t)
         }
         if status == .succeeded, intent.singleUse {
@@ -201,7 +202,7 @@ public struct PaymentService: Sendable {
         let deadline = ContinuousClock.now + replayWait
         while current.status == .processing, ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(25))
-            guard let fresh = try await store({ () throws(PaymentStoreError) in try await payments.get(existing.id) }) else { return nil }
+            guard let fresh = try await store({ () throws(StoreError) in try await payments.get(existing.id) }) else { return nil }
             current = fresh
         }
         if current.status == .processing {
@@ -258,18 +259,19 @@ public struct PaymentService: Sendable {
 
     /// A payment by id.
     public func payment(_ id: String) async throws(APIError) -> PaymentRecord {
-        guard let p = try await store({ () throws(PaymentStoreError) in try await payments.get(id) }) else {
+        guard let p = try await store({ () throws(StoreError) in try await payments.get(id) }) else {
             throw APIError(.notFound, "PAYMENT_NOT_FOUND", "no payment with that id")
         }
         return p
     }
 
-    /// Settles payments left `processing` (a crash, a lost connection) by asking the gateway.
+    /// Settles payments whose outcome is not known (`processing` after a crash or a lost
+    /// connection, `unknown` after settlement gave up) by asking the gateway again, oldest first.
     /// Returns how many were settled.
     @discardableResult
     public func reconcile(olderThan age: Duration) async -> Int {
         let cutoff = now().addingTimeInterval(-Double(age.components.seconds) - Double(age.components.attoseconds) / 1e18)
-        guard let stale = try? await payments.processing(before: cutoff) else { return 0 }
+        guard let stale = try? await payments.unsettled(before: cutoff, limit: 100) else { return 0 }
         var settled = 0
         for p in stale {
             do throws(GatewayClient.Failure) {
@@ -293,8 +295,8 @@ public struct PaymentService: Sendable {
         return settled
     }
 
-    private func store<T>(_ body: () async throws(PaymentStoreError) -> T) async throws(APIError) -> T {
-        do throws(PaymentStoreError) { return try await body() } catch {
+    private func store<T>(_ body: () async throws(StoreError) -> T) async throws(APIError) -> T {
+        do throws(StoreError) { return try await body() } catch {
             let status: HTTPResponse.Status = error.code == .tokenInUse ? .conflict : .serviceUnavailable
             throw APIError(status, error.code.rawValue, error.message)
         }
@@ -322,6 +324,10 @@ public struct PaymentService: Sendable {
             JSONOut.string(reference, into: &out)
         }
         if let next = p.nextAction { out += ",\"next_action\":" + next }
+        if let reason = p.reason {
+            out += ",\"reason\":"
+            JSONOut.string(reason, into: &out)
+        }
         out += ",\"created_at\":\"\(SidecarRoutes.iso(p.createdAt))\",\"updated_at\":\"\(SidecarRoutes.iso(p.updatedAt))\"}"
         return out
     }

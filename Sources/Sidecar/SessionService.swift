@@ -4,6 +4,7 @@ import Hummingbird
 import Money
 import Payments
 import SocketHTTP
+import Store
 import Tokenizer
 import VaultCrypto
 
@@ -38,12 +39,12 @@ public struct SessionService: Sendable {
         let s = SessionRecord(
             id: RandomID.make(prefix: "sess_"), amount: amount, currency: currency.code, acceptedBrands: acceptedBrands.map(\.rawValue),
             customer: customer, createdAt: t, expiresAt: t.addingTimeInterval(ttl))
-        try await store { () throws(PaymentStoreError) in try await sessions.createSession(s) }
+        try await store { () throws(StoreError) in try await sessions.createSession(s) }
         return s
     }
 
     public func session(_ id: String) async throws(APIError) -> SessionRecord {
-        guard let s = try await store({ () throws(PaymentStoreError) in try await sessions.session(id) }) else {
+        guard let s = try await store({ () throws(StoreError) in try await sessions.session(id) }) else {
             throw APIError(.notFound, "SESSION_NOT_FOUND", "no checkout session with that id")
         }
         return s
@@ -70,7 +71,7 @@ public struct SessionService: Sendable {
             _ = try? await tokenizer.store.delete(token.token)
             throw APIError(.unprocessableContent, "SESSION_BRAND_NOT_ACCEPTED", "this session accepts \(s.acceptedBrands.joined(separator: ", ")) only")
         }
-        guard try await store({ () throws(PaymentStoreError) in try await sessions.transitionSession(id, from: .open, to: .paying, paymentID: nil) }) else {
+        guard try await store({ () throws(StoreError) in try await sessions.transitionSession(id, from: .open, to: .paying, paymentID: nil) }) else {
             _ = try? await tokenizer.store.delete(token.token)
             if let fresh = try? await sessions.session(id) { try refuseIfExhausted(fresh) }
             throw APIError(.conflict, "SESSION_USED", "this checkout session was already used")
@@ -101,7 +102,8 @@ public struct SessionService: Sendable {
             _ = try? await sessions.transitionSession(id, from: .paying, to: .completed, paymentID: result.payment.id)
         case .declined, .failed:
             _ = try? await sessions.failSessionAttempt(id, maxAttempts: maxAttempts)
-        case .processing:
+        case .processing, .unknown:
+            // The outcome is not known (it may have been charged): the session stays claimed by it.
             _ = try? await sessions.transitionSession(id, from: .paying, to: .paying, paymentID: result.payment.id)
         }
         return result
@@ -117,8 +119,8 @@ public struct SessionService: Sendable {
         }
     }
 
-    private func store<T>(_ body: () async throws(PaymentStoreError) -> T) async throws(APIError) -> T {
-        do throws(PaymentStoreError) { return try await body() } catch {
+    private func store<T>(_ body: () async throws(StoreError) -> T) async throws(APIError) -> T {
+        do throws(StoreError) { return try await body() } catch {
             throw APIError(.serviceUnavailable, error.code.rawValue, error.message)
         }
     }

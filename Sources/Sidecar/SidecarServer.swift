@@ -6,7 +6,6 @@ import Hummingbird
 import Logging
 import NIOCore
 import Payments
-import PostgresNIO
 import ServiceLifecycle
 import SocketHTTP
 import Tokenizer
@@ -60,34 +59,17 @@ public struct SidecarServer: Sendable {
         let keys = try SidecarKeys.load(directory: configuration.keysDirectory, logger: logger)
         let audit = try configuration.auditLogPath.map { (path) throws(VaultError) in try AuditLog.open(path, process: "sidecar") }
         defer { audit?.close() }
+        // One database for every table (tokens, payments, sessions, customers, mandates), migrated
+        // once; on PostgreSQL its client runs for as long as the sidecar serves.
+        try await configuration.store.withDatabase(logger: logger) { db in try await serve(db, keys: keys, audit: audit) }
+    }
+
+    /// Serves over the opened store until SIGTERM/SIGINT.
+    private func serve(_ db: Database, keys: SidecarKeys, audit: AuditLog?) async throws {
         var services: [any Service] = []
-        let store: any TokenStore
-        let paymentStore: any PaymentStore & SessionStore
-        let customerStore: any CustomerStore & MandateStore
-        switch configuration.store {
-        case .sqlite(let path):
-            let sqlite = try SQLiteTokenStore(path: path)
-            store = sqlite
-            paymentStore = try SQLitePaymentStore(pool: sqlite.database)
-            customerStore = try SQLiteCustomerStore(pool: sqlite.database)
-        case .postgres(let location):
-            let pgConfiguration = try location.configuration()
-            try await location.probe(logger: logger)
-            let client = PostgresClient(configuration: pgConfiguration, backgroundLogger: logger)
-            let pgStore = PostgresTokenStore(client: client, logger: logger)
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await client.run() }
-                try await pgStore.migrate()
-                try await PostgresPaymentStore(client: client, logger: self.logger).migrate()
-                try await PostgresCustomerStore(client: client, logger: self.logger).migrate()
-                group.cancelAll()
-            }
-            let serving = PostgresClient(configuration: pgConfiguration, backgroundLogger: logger)
-            services.append(serving)
-            store = PostgresTokenStore(client: serving, logger: logger)
-            paymentStore = PostgresPaymentStore(client: serving, logger: logger)
-            customerStore = PostgresCustomerStore(client: serving, logger: logger)
-        }
+        let store = SQLTokenStore(database: db)
+        let paymentStore = SQLPaymentStore(database: db)
+        let customerStore = SQLCustomerStore(database: db)
         let metrics = SidecarMetrics()
         let sealing = SealingKeys(keys.sealing)
         let keysDirectory = configuration.keysDirectory, reloadLogger = logger

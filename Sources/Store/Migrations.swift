@@ -65,7 +65,41 @@ public enum Migrations {
     /// Every table the vault had when the store layer became one (tokens, payments, sessions,
     /// customers, instruments, mandates). `IF NOT EXISTS` throughout: a PostgreSQL store made
     /// before `vault_migrations` existed already has them (with these names), and adopts them.
-    static let base = Migration("0001-base") { d in
+    static let base = Migration("0001-base") { (tx) throws(StoreError) in
+        let beforeScopes = try await adoptPaymentsBeforeScopes(tx)
+        for sql in baseStatements(tx.dialect) { try await tx.query(sql) }
+        if beforeScopes {
+            // SQLite's table could not lose its UNIQUE (idempotency_key): its rows move to the
+            // table just made, every one in the global scope (their replays keep working).
+            try await tx.query("""
+                INSERT INTO vault_payments (id, scope, idempotency_key, request, token, single_use, amount, currency, status, code,
+                                            reference, next_action, created_at, updated_at)
+                SELECT id, 'global', idempotency_key, request, token, single_use, amount, currency, status, code, reference,
+                       next_action, created_at, updated_at FROM vault_payments_before_scopes
+                """)
+            try await tx.query("DROP TABLE vault_payments_before_scopes")
+        }
+        if try await !tx.columnExists("vault_sessions", "attempts") {
+            try await tx.query("ALTER TABLE vault_sessions ADD COLUMN attempts \(tx.dialect.int) NOT NULL DEFAULT 0")
+        }
+    }
+
+    /// A store made before idempotency keys had scopes (payments unique by key alone): on
+    /// PostgreSQL the column is added in place (every row in the global scope) and the key's own
+    /// constraint dropped; on SQLite, which cannot drop a constraint, the table is set aside for
+    /// the base migration to copy (true then).
+    static func adoptPaymentsBeforeScopes(_ tx: Transaction) async throws(StoreError) -> Bool {
+        guard try await tx.tableExists("vault_payments"), try await !tx.columnExists("vault_payments", "scope") else { return false }
+        if tx.dialect.backend == .postgres {
+            try await tx.query("ALTER TABLE vault_payments ADD COLUMN scope TEXT NOT NULL DEFAULT 'global'")
+            try await tx.query("ALTER TABLE vault_payments DROP CONSTRAINT IF EXISTS vault_payments_idempotency_key_key")
+            return false
+        }
+        try await tx.query("ALTER TABLE vault_payments RENAME TO vault_payments_before_scopes")
+        return true
+    }
+
+    static func baseStatements(_ d: Dialect) -> [String] {
         [
             """
             CREATE TABLE IF NOT EXISTS vault_tokens (

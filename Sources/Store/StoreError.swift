@@ -1,3 +1,5 @@
+import VaultCrypto
+
 /// The one error of the store layer: a stable code and a message without card data, statements
 /// or bound values (a database error is reduced to its result code or SQLSTATE).
 public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -31,4 +33,11 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     public var description: String { "\(code.rawValue): \(message)" }
+}
+
+extension VaultError {
+    /// A store error carried over with its code (the HTTP status and exit code follow from it).
+    public init(store error: StoreError) {
+        self.init(Code(rawValue: error.code.rawValue), error.message)
+    }
 }

@@ -194,3 +194,30 @@ extension VaultError.Code {
     /// A TLS certificate or key file for PostgreSQL cannot be loaded.
     public static let storeTLSInvalid = VaultError.Code(rawValue: "STORE_TLS_INVALID")
 }
+
+extension StoreLocation {
+    /// Opens the store, migrates it (once, for every table of the vault), and runs `body` over it;
+    /// on PostgreSQL the client runs while `body` does, and is stopped when it returns. A sidecar
+    /// serves inside `body`; `vault rewrap` and `vault keys retire` walk the envelope tables in it.
+    /// - Throws: `STORE_UNAVAILABLE` (the connection or TLS failure at start, with its reason),
+    ///   `STORE_TOO_NEW`, `STORE_TLS_INVALID`, and whatever `body` throws.
+    public func withDatabase<T: Sendable>(logger: Logger, _ body: (Database) async throws -> T) async throws -> T {
+        switch self {
+        case .sqlite(let path):
+            let db = try Database(sqlitePath: path)
+            try await db.migrate()
+            return try await body(db)
+        case .postgres(let location):
+            let configuration = try location.configuration()
+            try await location.probe(logger: logger)
+            let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+            return try await withThrowingTaskGroup(of: Void.self, returning: T.self) { group in
+                group.addTask { await client.run() }
+                defer { group.cancelAll() }
+                let db = Database(postgres: client, logger: logger)
+                try await db.migrate()
+                return try await body(db)
+            }
+        }
+    }
+}

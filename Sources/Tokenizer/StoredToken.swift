@@ -1,8 +1,8 @@
 import Foundation
-import GRDB
+import Store
 import VaultCrypto
 
-/// A token row as both SQL backends store it: text and integers only.
+/// A token row as the store keeps it (`vault_tokens`): text, integers and a boolean only.
 struct StoredToken: Sendable {
     var token: String
     var envelope: String
@@ -10,9 +10,14 @@ struct StoredToken: Sendable {
     var bin: String
     var last4: String
     var fingerprint: String?
-    var createdAt: Int64
-    var expiresAt: Int64
+    var createdAt: Date
+    var expiresAt: Date
     var singleUse: Bool
+
+    /// The columns `values` binds, in order.
+    static let insertColumns = "token, envelope, brand, bin, last4, fingerprint, created_at, expires_at, single_use"
+    /// The columns `init(row:)` reads, in order.
+    static let selectColumns = "token, envelope, fingerprint, created_at, expires_at, single_use"
 
     init(_ r: TokenRecord) {
         token = r.token
@@ -23,48 +28,40 @@ struct StoredToken: Sendable {
         bin = r.card.bin
         last4 = r.card.last4
         fingerprint = r.fingerprint
-        createdAt = Self.millis(r.createdAt)
-        expiresAt = Self.millis(r.expiresAt)
+        createdAt = r.createdAt
+        expiresAt = r.expiresAt
         singleUse = r.singleUse
     }
 
-    init(token: String, envelope: String, fingerprint: String?, createdAt: Int64, expiresAt: Int64, singleUse: Bool) {
-        self.token = token
-        self.envelope = envelope
+    /// A row read with `selectColumns` (the metadata columns are for lookups: the envelope has it).
+    init(row: SQLRow) throws(StoreError) {
+        token = try row.string(0)
+        envelope = try row.string(1)
         brand = ""
         bin = ""
         last4 = ""
-        self.fingerprint = fingerprint
-        self.createdAt = createdAt
-        self.expiresAt = expiresAt
-        self.singleUse = singleUse
+        fingerprint = row.optionalString(2)
+        createdAt = try row.date(3)
+        expiresAt = try row.date(4)
+        singleUse = try row.bool(5)
     }
 
-    init(row: Row) {
-        token = row["token"]
-        envelope = row["envelope"]
-        brand = ""
-        bin = ""
-        last4 = ""
-        fingerprint = row["fingerprint"]
-        createdAt = row["created_at"]
-        expiresAt = row["expires_at"]
-        singleUse = row["single_use"]
+    /// The values of `insertColumns`.
+    var values: [SQLValue] {
+        let columns: [any SQLBindable] = [token, envelope, brand, bin, last4, fingerprint, createdAt, expiresAt, singleUse]
+        return columns.map(\.sqlValue)
     }
 
     /// The record, without a CVC (the tokenizer adds a held one).
-    func record() throws(TokenStoreError) -> TokenRecord {
+    func record() throws(StoreError) -> TokenRecord {
         let env: CardEnvelope
         do {
             env = try CardEnvelope(json: envelope)
         } catch {
-            throw TokenStoreError(.corruptRow, "stored envelope of a token does not parse: \(error.code)")
+            throw StoreError(.corruptRow, "stored envelope of a token does not parse: \(error.code)")
         }
         return TokenRecord(
-            token: token, envelope: env, cvcField: nil, createdAt: Self.date(createdAt), expiresAt: Self.date(expiresAt),
+            token: token, envelope: env, cvcField: nil, createdAt: createdAt, expiresAt: expiresAt,
             cvcExpiresAt: nil, singleUse: singleUse, fingerprint: fingerprint)
     }
-
-    static func millis(_ d: Date) -> Int64 { Int64((d.timeIntervalSince1970 * 1000).rounded(.down)) }
-    static func date(_ ms: Int64) -> Date { Date(timeIntervalSince1970: Double(ms) / 1000) }
 }

@@ -1,5 +1,6 @@
 import CardRules
 import Foundation
+import Store
 import VaultCrypto
 
 /// Turns cards into tokens: seals raw cards at the door (public key only), accepts envelopes the
@@ -118,7 +119,7 @@ public struct Tokenizer: Sendable {
         }
         let t = now()
         let found: TokenRecord?
-        do throws(TokenStoreError) { found = try await store.get(token, now: t) } catch { throw VaultError(store: error) }
+        do throws(StoreError) { found = try await store.get(token, now: t) } catch { throw VaultError(store: error) }
         guard var found else { throw VaultError(.tokenNotFound, "no such token (or it expired)", field: "token") }
         if let held = cvcs.field(for: token, sealedKey: found.envelope.sealedKey, now: t) {
             found.cvcField = held.field
@@ -138,7 +139,7 @@ public struct Tokenizer: Sendable {
     public func dropCVC(_ token: String) -> Bool { cvcs.drop(token) }
 
     /// Deletes expired tokens from the store and drops CVCs past their TTL.
-    public func purgeExpired() async throws(TokenStoreError) -> PurgeResult {
+    public func purgeExpired() async throws(StoreError) -> PurgeResult {
         let t = now()
         let dropped = cvcs.purge(now: t)
         var result = try await store.purgeExpired(now: t)
@@ -156,7 +157,7 @@ public struct Tokenizer: Sendable {
         var after = "", filled = 0, refused = 0
         while true {
             let rows: [TokenRecord]
-            do throws(TokenStoreError) { rows = try await store.withoutFingerprint(after: after, limit: batch, now: now()) } catch {
+            do throws(StoreError) { rows = try await store.withoutFingerprint(after: after, limit: batch, now: now()) } catch {
                 throw VaultError(store: error)
             }
             guard let last = rows.last else { return (filled, refused, false) }
@@ -172,7 +173,7 @@ public struct Tokenizer: Sendable {
                 case .refused: refused += 1
                 }
             }
-            do throws(TokenStoreError) { filled += try await store.setFingerprints(found) } catch { throw VaultError(store: error) }
+            do throws(StoreError) { filled += try await store.setFingerprints(found) } catch { throw VaultError(store: error) }
         }
     }
 
@@ -180,7 +181,7 @@ public struct Tokenizer: Sendable {
     /// - Throws: `TOKEN_NOT_FOUND`, store codes.
     public func delete(_ token: String) async throws(VaultError) {
         let deleted: Bool
-        do throws(TokenStoreError) { deleted = try await store.delete(token) } catch { throw VaultError(store: error) }
+        do throws(StoreError) { deleted = try await store.delete(token) } catch { throw VaultError(store: error) }
         guard deleted else { throw VaultError(.tokenNotFound, "no such token", field: "token") }
     }
 
@@ -196,7 +197,7 @@ public struct Tokenizer: Sendable {
             expiresAt: t.addingTimeInterval(policy.tokenTTL), cvcExpiresAt: cvc == nil ? nil : t.addingTimeInterval(policy.cvcTTL),
             singleUse: policy.singleUse, fingerprint: fingerprint)
         // The store gets the record without its CVC; the CVC is held in memory only.
-        do throws(TokenStoreError) { try await store.insert(record) } catch { throw VaultError(store: error) }
+        do throws(StoreError) { try await store.insert(record) } catch { throw VaultError(store: error) }
         if let cvc, let expires = record.cvcExpiresAt {
             cvcs.hold(cvc, token: record.token, sealedKey: stored.sealedKey, expiresAt: expires)
         }
@@ -217,13 +218,6 @@ public struct Tokenizer: Sendable {
             throw VaultError(VaultError.Code(rawValue: code), message, field: "envelope")
         case nil: return nil
         }
-    }
-}
-
-extension VaultError {
-    /// A store error carried over with its code.
-    public init(store error: TokenStoreError) {
-        self.init(Code(rawValue: error.code.rawValue), error.message)
     }
 }
 

@@ -5,6 +5,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import Rewrap
+import Store
 import Tokenizer
 import VaultCrypto
 import VaultOpen
@@ -71,7 +72,7 @@ struct RewrapCommand: AsyncParsableCommand {
             if counts.failed > 0 { throw ExitCode(1) }
         } catch let error as VaultError {
             throw fail(error)
-        } catch let error as TokenStoreError {
+        } catch let error as StoreError {
             throw fail(VaultError(store: error))
         }
     }

@@ -6,6 +6,7 @@ import Logging
 import Payments
 import Sidecar
 import SocketHTTP
+import Store
 import Tokenizer
 import VaultCrypto
 
@@ -92,10 +93,8 @@ struct Serve: AsyncParsableCommand {
             try await SidecarServer(configuration: config, logger: logger).run()
         } catch let error as VaultError {
             throw fail(error)
-        } catch let error as TokenStoreError {
+        } catch let error as StoreError {
             throw fail(VaultError(store: error))
-        } catch let error as PaymentStoreError {
-            throw fail(VaultError(VaultError.Code(rawValue: error.code.rawValue), error.message))
         }
     }
 }

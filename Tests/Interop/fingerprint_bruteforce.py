@@ -57,7 +57,7 @@ def keys_in(paths):
 
 def main():
     db, paths = sys.argv[1], sys.argv[2:]
-    rows = sqlite3.connect(db).execute("SELECT bin, last4, fingerprint, envelope FROM tokens").fetchall()
+    rows = sqlite3.connect(db).execute("SELECT bin, last4, fingerprint, envelope FROM vault_tokens").fetchall()
     keys = keys_in(paths)
     with_fp = 0
     recovered = 0

@@ -1,10 +1,10 @@
 import Foundation
-import GRDB
 import Hummingbird
 import HummingbirdTesting
 import Logging
 import Payments
 import Sidecar
+import Store
 import Testing
 import Tokenizer
 import VaultCrypto
@@ -16,14 +16,14 @@ import VaultCrypto
     let publicKey = try! PublicKey(rawBytes: Array(repeating: 9, count: 32))
 
     /// Every service over one SQLite file; the gateway socket does not exist (nothing here may reach it).
-    func withApp(_ body: @escaping @Sendable (any TestClientProtocol, DatabasePool) async throws -> Void) async throws {
+    func withApp(_ body: @escaping @Sendable (any TestClientProtocol, Database) async throws -> Void) async throws {
         let dir = NSTemporaryDirectory() + "vault-freetext-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let store = try SQLiteTokenStore(path: dir + "/t.sqlite")
-        let tokenizer = Tokenizer(store: store, primaryKey: publicKey)
-        let paymentStore = try SQLitePaymentStore(pool: store.database)
-        let customerStore = try SQLiteCustomerStore(pool: store.database)
+        let db = try await openSQLite(dir + "/t.sqlite")
+        let tokenizer = Tokenizer(store: SQLTokenStore(database: db), primaryKey: publicKey)
+        let paymentStore = SQLPaymentStore(database: db)
+        let customerStore = SQLCustomerStore(database: db)
         let customers = CustomerService(tokenizer: tokenizer, customers: customerStore)
         let payments = PaymentService(
             tokenizer: tokenizer, payments: paymentStore, gateway: GatewayClient(socketPath: dir + "/no-gateway.sock"), customers: customers,
@@ -34,7 +34,7 @@ import VaultCrypto
             sessions: SessionService(sessions: paymentStore, payments: payments, tokenizer: tokenizer),
             mandates: MandateService(mandates: customerStore, customers: customers, payments: payments)
         ).register(on: router)
-        try await Application(router: router).test(.router) { client in try await body(client, store.database) }
+        try await Application(router: router).test(.router) { client in try await body(client, db) }
     }
 
     static func post(_ client: any TestClientProtocol, _ uri: String, _ body: String) async throws -> (HTTPResponse.Status, [String: Any], String) {
@@ -44,14 +44,12 @@ import VaultCrypto
         }
     }
 
-    static func rows(_ db: DatabasePool) async throws -> [String: Int] {
-        try await db.read { db in
-            var out: [String: Int] = [:]
-            for table in ["payments", "sessions", "customers", "instruments", "mandates", "tokens"] {
-                if try db.tableExists(table) { out[table] = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(table)") ?? -1 }
-            }
-            return out
+    static func rows(_ db: Database) async throws -> [String: Int] {
+        var out: [String: Int] = [:]
+        for table in ["payments", "sessions", "customers", "instruments", "mandates", "tokens"] {
+            out[table] = try await db.query("SELECT COUNT(*) FROM vault_\(table)").first?.int(0) ?? -1
         }
+        return out
     }
 
     /// The forms a card number takes in free text.

@@ -15,7 +15,7 @@ import VaultCrypto
         let dir = NSTemporaryDirectory() + "vault-metrics-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let store = try SQLiteTokenStore(path: dir + "/t.sqlite")
+        let store = try await sqliteTokenStore(dir + "/t.sqlite")
         let tokenizer = Tokenizer(
             store: store, primaryKey: try PublicKey(rawBytes: Array(repeating: 9, count: 32)))
         let metrics = SidecarMetrics()
@@ -70,7 +70,7 @@ import VaultCrypto
         let dir = NSTemporaryDirectory() + "vault-metrics-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let store = try SQLiteTokenStore(path: dir + "/t.sqlite")
+        let store = try await sqliteTokenStore(dir + "/t.sqlite")
         let metrics = SidecarMetrics()
         final class Clock: @unchecked Sendable { var now = Date() }
         let clock = Clock()

@@ -25,7 +25,7 @@ import VaultCrypto
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let tokenizer = Tokenizer(
-            store: try SQLiteTokenStore(path: dir + "/t.sqlite"), primaryKey: try PublicKey(rawBytes: Array(repeating: 1, count: 32)))
+            store: try await sqliteTokenStore(dir + "/t.sqlite"), primaryKey: try PublicKey(rawBytes: Array(repeating: 1, count: 32)))
         let router = Router()
         SidecarRoutes(tokenizer: tokenizer).register(on: router)
         try await Application(router: router).test(.router) { client in

@@ -16,7 +16,7 @@ import VaultCrypto
         let dir = NSTemporaryDirectory() + "vault-sidecar-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let store = try SQLiteTokenStore(path: dir + "/t.sqlite")
+        let store = try await sqliteTokenStore(dir + "/t.sqlite")
         let tokenizer = Tokenizer(
             store: store, primaryKey: publicKey)
         let router = Router()

@@ -12,7 +12,7 @@ import VaultCrypto
         let dir = NSTemporaryDirectory() + "vault-sweep-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let store = try SQLiteTokenStore(path: dir + "/t.sqlite")
+        let store = try await sqliteTokenStore(dir + "/t.sqlite")
         let clock = Clock()
         let tokenizer = Tokenizer(
             store: store, primaryKey: try PublicKey(rawBytes: Array(repeating: 3, count: 32)),

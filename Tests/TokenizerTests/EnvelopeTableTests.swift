@@ -1,9 +1,8 @@
 import CardRules
 import Foundation
-import GRDB
 import Logging
 import Payments
-import PostgresNIO
+import Store
 import Testing
 import Tokenizer
 import VaultCrypto
@@ -22,29 +21,11 @@ import VaultCrypto
         let cleanup: @Sendable () async -> Void
     }
 
-    /// SQLite: the suite's store harness; PostgreSQL: a fresh database made as `Backend.make` does,
-    /// whose client is also given to `PostgresTokenStore.envelopeTable`.
+    /// The suite's store harness and its tokens table (`SQLTokenStore.envelopeTable`).
     func makeTable(_ backend: Backend) async throws -> TableHarness {
-        switch backend {
-        case .sqlite:
-            let h = try await backend.make()
-            let store = try #require(h.store as? SQLiteTokenStore)
-            return TableHarness(store: store, table: store.envelopeTable, cleanup: h.cleanup)
-        case .postgres:
-            let socket = try #require(Backend.postgresSocket)
-            let database = "vault_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
-            let admin = RunningClient(socket: socket, database: "postgres")
-            try await admin.client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(database)"))
-            let running = RunningClient(socket: socket, database: database)
-            let store = PostgresTokenStore(client: running.client)
-            try await store.migrate()
-            let table = PostgresTokenStore.envelopeTable(client: running.client, logger: Logger(label: "test.envelope-table"))
-            return TableHarness(store: store, table: table, cleanup: {
-                running.stop()
-                _ = try? await admin.client.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(database) WITH (FORCE)"))
-                admin.stop()
-            })
-        }
+        let h = try await backend.make()
+        let store = SQLTokenStore(database: h.db)
+        return TableHarness(store: store, table: store.envelopeTable, cleanup: h.cleanup)
     }
 
     /// The same card as `sampleEnvelope`, sealed to `key` (a rewrapped envelope).
@@ -145,6 +126,21 @@ import VaultCrypto
         #expect(try await h.table.replace([]) == [])
     }
 
+    /// No table holds a CVC any more: a change that would write one is refused, the row unchanged.
+    @Test(arguments: Backend.available)
+    func aChangeCarryingACVCIsRefused(_ backend: Backend) async throws {
+        let h = try await makeTable(backend)
+        defer { Task { await h.cleanup() } }
+        let r = record(try sampleEnvelope())
+        try await h.store.insert(r)
+        let read = try #require(try await row(r.token, in: h.table))
+        var withCVC = try Self.rewrap(read)
+        withCVC.cvc = try Self.envelope(to: Self.newKey).fields[.cvc]
+        let plain = try Self.rewrap(read)
+        #expect(try await h.table.replace([withCVC, plain]) == [false, true])
+        #expect(try await row(r.token, in: h.table)?.envelope == plain.envelope)
+    }
+
     /// After the CVC was dropped, a change read before the drop is refused ([false]) and does not
     /// bring the CVC back; a change read after the drop applies and keeps it gone.
     /// A change to a row deleted meanwhile is refused and creates nothing.
@@ -186,13 +182,13 @@ import VaultCrypto
         #expect(gotB.envelope.kid == Self.newKey.kid && gotB.cvcField == changeB.cvc)
     }
 
-    /// The stored instruments' table (SQLite): rows without CVC, counts by kid, compare-and-swap.
-    @Test func sqliteInstrumentsTable() async throws {
-        let h = try await Backend.sqlite.make()
+    /// The stored instruments' table: rows without CVC, counts by kid, compare-and-swap.
+    @Test(arguments: Backend.available)
+    func instrumentsTable(_ backend: Backend) async throws {
+        let h = try await backend.make()
         defer { Task { await h.cleanup() } }
-        let tokens = try #require(h.store as? SQLiteTokenStore)
-        let customers = try SQLiteCustomerStore(pool: tokens.database)
-        let table = SQLiteCustomerStore.envelopeTable(pool: tokens.database)
+        let customers = SQLCustomerStore(database: h.db)
+        let table = customers.envelopeTable
         #expect(table.name == "instruments")
 
         let t = Date(timeIntervalSince1970: 1_800_000_000)

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Payments
+import Store
 import Testing
 import Tokenizer
 import VaultCrypto
@@ -69,7 +70,7 @@ import VaultCrypto
     /// other scope, sessions gain an attempt count of 0, and upgrading again changes nothing.
     @Test(arguments: Backend.available)
     func aStoreFromBeforeScopesIsUpgradedInPlace(_ backend: Backend) async throws {
-        let h = try await backend.make()
+        let h = try await backend.make(migrated: false)
         defer { Task { await h.cleanup() } }
         let legacyRow = """
             INSERT INTO \(backend == .sqlite ? "payments" : "vault_payments")
@@ -104,7 +105,7 @@ import VaultCrypto
                         status TEXT NOT NULL, payment_id TEXT, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL)
                     """)
             }
-            let pool = try #require(h.store as? SQLiteTokenStore).database
+            let pool = try #require(h.db.sqlitePool)
             try m.migrate(pool)
             try await pool.write { db in
                 try db.execute(sql: legacyRow)
@@ -168,14 +169,14 @@ import VaultCrypto
         let token = RandomID.make(prefix: "tok_")
         let a = Self.intent(token: token)
         #expect(try await store.begin(a) == .created)
-        let error = await #expect(throws: PaymentStoreError.self) { _ = try await store.begin(Self.intent(token: token)) }
+        let error = await #expect(throws: StoreError.self) { _ = try await store.begin(Self.intent(token: token)) }
         #expect(error?.code == .tokenInUse)
         // Declined: the token may be tried again; succeeded: it is spent.
         _ = try await store.finish(a.id, status: .declined, code: "insufficient_funds", reference: nil, nextAction: nil, now: Date())
         let b = Self.intent(token: token)
         #expect(try await store.begin(b) == .created)
         _ = try await store.finish(b.id, status: .succeeded, code: nil, reference: "r", nextAction: nil, now: Date())
-        await #expect(throws: PaymentStoreError.self) { _ = try await store.begin(Self.intent(token: token)) }
+        await #expect(throws: StoreError.self) { _ = try await store.begin(Self.intent(token: token)) }
         // A reusable token (a stored instrument) may carry many.
         let reusable = RandomID.make(prefix: "tok_")
         #expect(try await store.begin(Self.intent(token: reusable, singleUse: false)) == .created)
@@ -216,7 +217,7 @@ import VaultCrypto
         let old = Self.intent(at: t0), fresh = Self.intent(at: t0.addingTimeInterval(60)), done = Self.intent(at: t0)
         for r in [old, fresh, done] { #expect(try await store.begin(r) == .created) }
         _ = try await store.finish(done.id, status: .declined, code: "generic_decline", reference: nil, nextAction: nil, now: t0)
-        let stale = try await store.processing(before: t0.addingTimeInterval(30))
+        let stale = try await store.unsettled(before: t0.addingTimeInterval(30), limit: 100)
         #expect(stale.map(\.id) == [old.id])
         // Abandon removes an intent that never reached a processor, and nothing final.
         try await store.abandon(old.id)
@@ -236,6 +237,73 @@ import VaultCrypto
         _ = try await h.reopen()
         let again = try await h.payments()
         #expect(try await again.get(r.id)?.idempotencyKey == r.idempotencyKey)
-        #expect(try await again.processing(before: Date().addingTimeInterval(60)).contains { $0.id == r.id })
+        #expect(try await again.unsettled(before: Date().addingTimeInterval(60), limit: 100).contains { $0.id == r.id })
+    }
+
+    /// Settlement gave up: a processing payment becomes `unknown` with its reason, keeps holding
+    /// its single-use token (it may have been charged), is listed for reconciliation, and a late
+    /// outcome still settles it (clearing the reason); nothing else becomes unknown.
+    @Test(arguments: Backend.available)
+    func unknownPaymentsHoldTheirTokenAndSettleLate(_ backend: Backend) async throws {
+        let h = try await backend.make()
+        defer { Task { await h.cleanup() } }
+        let store = try await h.payments()
+        let t0 = Date(timeIntervalSince1970: 1_800_000_000), t1 = t0.addingTimeInterval(90)
+        let token = RandomID.make(prefix: "tok_")
+        let a = Self.intent(token: token, at: t0)
+        #expect(try await store.begin(a) == .created)
+        #expect(try await store.markUnknown(a.id, reason: "processor timed out after 3 tries", now: t1))
+        #expect(try await store.markUnknown(a.id, reason: "again", now: t1) == false, "only a processing payment becomes unknown")
+        let unknown = try #require(try await store.get(a.id))
+        #expect(unknown.status == .unknown && !unknown.status.isFinal)
+        #expect(unknown.reason == "processor timed out after 3 tries" && unknown.updatedAt == t1)
+        #expect(try await store.find(scope: a.scope, idempotencyKey: a.idempotencyKey)?.reason == unknown.reason)
+        // It may have been charged: the single-use token stays held.
+        let error = await #expect(throws: StoreError.self) { _ = try await store.begin(Self.intent(token: token)) }
+        #expect(error?.code == .tokenInUse)
+        // A replay of its key is still that payment.
+        guard case .existing(let replayed) = try await store.begin(Self.intent(key: a.idempotencyKey, token: token)) else {
+            Issue.record("a second payment under one key"); return
+        }
+        #expect(replayed.id == a.id && replayed.status == .unknown)
+        #expect(try await store.unsettled(before: t1.addingTimeInterval(1), limit: 10).map(\.id) == [a.id])
+        #expect(try await store.unsettled(before: t1, limit: 10).isEmpty, "touched at t1, not before")
+        // Abandon never drops an unknown payment (it may have been charged).
+        try await store.abandon(a.id)
+        #expect(try await store.get(a.id)?.status == .unknown)
+
+        // The processor's late answer settles it; the reason goes; the first outcome stands.
+        let t2 = t1.addingTimeInterval(60)
+        #expect(try await store.finish(a.id, status: .succeeded, code: nil, reference: "ref_late", nextAction: nil, now: t2))
+        let settled = try #require(try await store.get(a.id))
+        #expect(settled.status == .succeeded && settled.reason == nil && settled.reference == "ref_late" && settled.updatedAt == t2)
+        #expect(try await store.finish(a.id, status: .declined, code: "generic_decline", reference: nil, nextAction: nil, now: t2) == false)
+        #expect(try await store.markUnknown(a.id, reason: "late", now: t2) == false)
+        #expect(try await store.unsettled(before: t2.addingTimeInterval(1), limit: 10).isEmpty)
+        await #expect(throws: StoreError.self) { _ = try await store.begin(Self.intent(token: token)) }
+    }
+
+    /// `unsettled` lists processing and unknown payments last touched before the cutoff, oldest
+    /// first, at most `limit`; `finish` takes a payment waiting for 3-D Secure too.
+    @Test(arguments: Backend.available)
+    func unsettledIsOldestFirstAndLimited(_ backend: Backend) async throws {
+        let h = try await backend.make()
+        defer { Task { await h.cleanup() } }
+        let store = try await h.payments()
+        let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+        let p1 = Self.intent(at: t0), p2 = Self.intent(at: t0.addingTimeInterval(10)), p3 = Self.intent(at: t0.addingTimeInterval(20))
+        let done = Self.intent(at: t0), waiting = Self.intent(at: t0)
+        for r in [p1, p2, p3, done, waiting] { #expect(try await store.begin(r) == .created) }
+        #expect(try await store.markUnknown(p2.id, reason: "connection dropped", now: t0.addingTimeInterval(30)))
+        _ = try await store.finish(done.id, status: .declined, code: "generic_decline", reference: nil, nextAction: nil, now: t0)
+        #expect(try await store.finish(waiting.id, status: .requiresAction, code: nil, reference: nil, nextAction: #"{"type":"x"}"#, now: t0))
+        let cutoff = t0.addingTimeInterval(100)
+        #expect(try await store.unsettled(before: cutoff, limit: 10).map(\.id) == [p1.id, p3.id, p2.id])
+        #expect(try await store.unsettled(before: cutoff, limit: 2).map(\.id) == [p1.id, p3.id])
+        #expect(try await store.unsettled(before: t0.addingTimeInterval(25), limit: 10).map(\.id) == [p1.id, p3.id])
+        #expect(try await store.unsettled(before: cutoff, limit: 10).first?.reason == nil)
+        #expect(try await store.unsettled(before: cutoff, limit: 10).last?.reason == "connection dropped")
+        #expect(try await store.finish(waiting.id, status: .succeeded, code: nil, reference: "r", nextAction: nil, now: t0))
+        #expect(try await store.get(waiting.id)?.status == .succeeded)
     }
 }

@@ -5,6 +5,7 @@ import Logging
 import PostgresNIO
 import Testing
 import Payments
+import Store
 import Tokenizer
 import VaultCrypto
 
@@ -18,53 +19,58 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
     static let postgresSocket = ProcessInfo.processInfo.environment["VAULT_TEST_POSTGRES_SOCKET"]
     static var available: [Backend] { postgresSocket == nil ? [.sqlite] : [.sqlite, .postgres] }
 
-    /// A fresh, empty store (its own file or database), a way to open it again, and cleanup.
-    func make() async throws -> StoreHarness {
+    /// A fresh store (its own file or database; migrated unless `migrated` is false, for tests
+    /// that first lay out what an earlier version made), a way to open it again, and cleanup.
+    func make(migrated: Bool = true) async throws -> StoreHarness {
         switch self {
         case .sqlite:
             let dir = NSTemporaryDirectory() + "vault-store-" + UUID().uuidString
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
             let path = dir + "/tokens.sqlite"
-            let store = try SQLiteTokenStore(path: path)
+            /// Another handle on the file, migrated, as another process (or a restart) opens it.
+            @Sendable func open() async throws -> Store.Database {
+                let db = try Store.Database(sqlitePath: path)
+                try await db.migrate()
+                return db
+            }
+            let db = try Store.Database(sqlitePath: path)
+            if migrated { try await db.migrate() }
             return StoreHarness(
-                store: store, reopen: { try SQLiteTokenStore(path: path) },
+                db: db, store: SQLTokenStore(database: db), reopen: { SQLTokenStore(database: try await open()) },
                 files: [path, path + "-wal", path + "-shm"], cleanup: { try? FileManager.default.removeItem(atPath: dir) },
-                payments: { try SQLitePaymentStore(pool: store.database) },
-                customers: { try SQLiteCustomerStore(pool: store.database) })
+                payments: { SQLPaymentStore(database: try await open()) },
+                customers: { SQLCustomerStore(database: try await open()) },
+                sql: { text in try await db.write(text) })
         case .postgres:
             let socket = Backend.postgresSocket!
             let database = "vault_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
             let admin = RunningClient(socket: socket, database: "postgres")
             try await admin.client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(database)"))
-            @Sendable func open() async throws -> (PostgresTokenStore, RunningClient) {
-                let running = RunningClient(socket: socket, database: database)
-                let store = PostgresTokenStore(client: running.client)
-                try await store.migrate()
-                return (store, running)
-            }
-            let (store, running) = try await open()
+            let running = RunningClient(socket: socket, database: database)
+            let db = Store.Database(postgres: running.client, logger: Logger(label: "test.postgres"))
+            if migrated { try await db.migrate() }
             let reopened = Box()
+            /// Another client on the database, migrated, as another sidecar opens it.
+            @Sendable func open() async throws -> Store.Database {
+                let r = RunningClient(socket: socket, database: database)
+                reopened.append(r)
+                let db = Store.Database(postgres: r.client, logger: Logger(label: "test.postgres"))
+                try await db.migrate()
+                return db
+            }
             let socketDir = (socket as NSString).deletingLastPathComponent
             return StoreHarness(
-                store: store,
-                reopen: { let (s, r) = try await open(); reopened.clients.append(r); return s },
+                db: db, store: SQLTokenStore(database: db),
+                reopen: { SQLTokenStore(database: try await open()) },
                 files: [],
                 cleanup: {
                     running.stop()
-                    reopened.clients.forEach { $0.stop() }
+                    reopened.stopAll()
                     try? await admin.client.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(database) WITH (FORCE)"))
                     admin.stop()
                 },
-                payments: {
-                    let store = PostgresPaymentStore(client: running.client)
-                    try await store.migrate()
-                    return store
-                },
-                customers: {
-                    let store = PostgresCustomerStore(client: running.client)
-                    try await store.migrate()
-                    return store
-                },
+                payments: { SQLPaymentStore(database: try await open()) },
+                customers: { SQLCustomerStore(database: try await open()) },
                 dump: {
                     let pgDump = try FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")
                         .sorted().last.map { "/usr/lib/postgresql/\($0)/bin/pg_dump" } ?? "pg_dump"
@@ -94,17 +100,19 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
                     }
                     return out
                 },
-                sql: { text in try await running.client.query(PostgresQuery(unsafeSQL: text)) })
+                sql: { text in try await db.write(text) })
         }
     }
 }
 
 struct StoreHarness: Sendable {
+    /// The store's database (the handle `store` uses).
+    let db: Store.Database
     let store: any TokenStore
     let reopen: @Sendable () async throws -> any TokenStore
     let files: [String]
     let cleanup: @Sendable () async -> Void
-    /// A payment store in the same database (a new one on each call, as another sidecar would open).
+    /// A payment store in the same database (a new handle on each call, as another sidecar would open).
     var payments: @Sendable () async throws -> any PaymentStore
     /// A customer store in the same database.
     var customers: @Sendable () async throws -> any CustomerStore
@@ -112,11 +120,17 @@ struct StoreHarness: Sendable {
     var dump: @Sendable () throws -> String? = { nil }
     /// The database server's own files for this store (PostgreSQL: its data files and WAL).
     var rawFiles: @Sendable () async throws -> [String] = { [] }
-    /// Runs SQL statements on the store's database (PostgreSQL; for SQLite, use the pool).
-    var sql: @Sendable (String) async throws -> Void = { _ in }
+    /// Runs one SQL statement on the store's database.
+    var sql: @Sendable (String) async throws -> Void
 }
 
-final class Box: @unchecked Sendable { var clients: [RunningClient] = [] }
+/// Clients opened by a harness, stopped at its cleanup.
+final class Box: @unchecked Sendable {
+    private let lock = NSLock()
+    private var clients: [RunningClient] = []
+    func append(_ c: RunningClient) { lock.withLock { clients.append(c) } }
+    func stopAll() { lock.withLock { clients }.forEach { $0.stop() } }
+}
 
 /// A PostgresClient with its run loop going, over the server's Unix socket.
 final class RunningClient: @unchecked Sendable {
@@ -181,7 +195,7 @@ func record(_ envelope: CardEnvelope, token: String = RandomID.make(prefix: "tok
         try await store.insert(r)
         var other = record(try sampleEnvelope("5555555555554444"))
         other.token = r.token
-        let error = await #expect(throws: TokenStoreError.self) { try await store.insert(other) }
+        let error = await #expect(throws: StoreError.self) { try await store.insert(other) }
         #expect(error?.code == .tokenExists)
         #expect(try await store.get(r.token, now: Date())?.card.last4 == "4242")
         #expect(try await store.count() == 1)
@@ -193,14 +207,14 @@ func record(_ envelope: CardEnvelope, token: String = RandomID.make(prefix: "tok
         let dir = NSTemporaryDirectory() + "vault-sync-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let store = try SQLiteTokenStore(path: dir + "/t.sqlite")
-        let level = try await store.database.write { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") }
+        let pool = try #require(try Store.Database(sqlitePath: dir + "/t.sqlite").sqlitePool)
+        let level = try await pool.write { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") }
         #expect(level == 2, "synchronous is \(level ?? -1), not FULL (2)")
-        let mode = try await store.database.write { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") }
+        let mode = try await pool.write { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") }
         #expect(mode == "wal")
     }
 
-    /// Many concurrent inserts (the SQLite store commits them in groups): every one acknowledged
+    /// Many concurrent inserts (the store commits them in groups, on both backends): every one acknowledged
     /// is there, and a duplicate among them is refused alone, without failing its neighbours.
     @Test(arguments: Backend.available)
     func concurrentInsertsAllLandAndADuplicateFailsAlone(_ backend: Backend) async throws {
@@ -211,10 +225,10 @@ func record(_ envelope: CardEnvelope, token: String = RandomID.make(prefix: "tok
         let records = (0..<300).map { _ in record(envelope) }
         var clash = record(try sampleEnvelope("5555555555554444"))
         clash.token = records[150].token
-        let outcomes = await withTaskGroup(of: (String, TokenStoreError.Code?).self) { group in
+        let outcomes = await withTaskGroup(of: (String, StoreError.Code?).self) { group in
             for r in records + [clash] {
                 group.addTask {
-                    do throws(TokenStoreError) {
+                    do throws(StoreError) {
                         try await store.insert(r)
                         return (r.token, nil)
                     } catch {
@@ -399,17 +413,24 @@ extension StoreSuiteTests {
         // The old version's file holds them (so the check below can fail).
         let before = FileManager.default.contents(atPath: path) ?? Data()
         #expect(fields.dropFirst().allSatisfy { before.range(of: Data($0.utf8)) != nil }, "the old store holds its CVCs")
-        let store = try SQLiteTokenStore(path: path)
+        let db = try Store.Database(sqlitePath: path)
+        try await db.migrate()
+        let store = SQLTokenStore(database: db)
         #expect(try await store.count() == 3)
         for file in [path, path + "-wal", path + "-shm"] {
             let data = FileManager.default.contents(atPath: file) ?? Data()
             for f in fields { #expect(data.range(of: Data(f.utf8)) == nil, "\(file) still holds a sealed CVC") }
         }
-        // Scrubbed once; a scrub that did not finish (its marker still there) runs at the next open.
-        #expect(try await store.database.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM cvc_scrub") } == 0)
-        try await store.database.write { db in try db.execute(sql: "INSERT INTO cvc_scrub VALUES (1)") }
-        let again = try SQLiteTokenStore(path: path)
-        #expect(try await again.database.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM cvc_scrub") } == 0)
+        // Scrubbed once (the marker table is gone); a scrub that did not finish (its marker still
+        // there) runs at the next open.
+        let marker = "SELECT COUNT(*) FROM sqlite_master WHERE name = 'vault_cvc_scrub'"
+        #expect(try await db.query(marker).first?.int(0) == 0)
+        try await db.write("CREATE TABLE vault_cvc_scrub (pending INTEGER NOT NULL)")
+        try await db.write("INSERT INTO vault_cvc_scrub VALUES (1)")
+        let again = try Store.Database(sqlitePath: path)
+        try await again.migrate()
+        #expect(try await again.query(marker).first?.int(0) == 0)
+        #expect(try await SQLTokenStore(database: again).count() == 3)
     }
 }
 

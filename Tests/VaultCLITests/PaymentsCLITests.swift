@@ -393,7 +393,7 @@ import Testing
         let insert = """
             import sqlite3, sys
             db = sqlite3.connect(sys.argv[1])
-            db.execute("INSERT INTO payments (id, scope, idempotency_key, request, token, single_use, amount, currency, status, reference, created_at, updated_at) VALUES ('pay_legacyaaaaaaaaaaaaaaaaaaaa', 'global', 'legacy-1', ?, ?, 1, 1999, 'EUR', 'succeeded', 'sbx_legacy', 1700000000000, 1700000000000)", ("token=%s&amount=1999&currency=EUR" % sys.argv[2], sys.argv[2]))
+            db.execute("INSERT INTO vault_payments (id, scope, idempotency_key, request, token, single_use, amount, currency, status, reference, created_at, updated_at) VALUES ('pay_legacyaaaaaaaaaaaaaaaaaaaa', 'global', 'legacy-1', ?, ?, 1, 1999, 'EUR', 'succeeded', 'sbx_legacy', 1700000000000, 1700000000000)", ("token=%s&amount=1999&currency=EUR" % sys.argv[2], sys.argv[2]))
             db.commit()
             """
         let inserted = try run("/usr/bin/env", ["python3", "-c", insert, s.dir + "/tokens.sqlite", legacyToken])

@@ -18,8 +18,8 @@ import Testing
     /// Stored envelopes per kid (tokens and instruments).
     static func kids(_ s: Stack) throws -> [String: Int] {
         let text = try sql(s.dir + "/tokens.sqlite", """
-            SELECT kid, COUNT(*) FROM (SELECT json_extract(envelope,'$.kid') AS kid FROM tokens
-            UNION ALL SELECT json_extract(envelope,'$.kid') FROM instruments) GROUP BY kid
+            SELECT kid, COUNT(*) FROM (SELECT json_extract(envelope,'$.kid') AS kid FROM vault_tokens
+            UNION ALL SELECT json_extract(envelope,'$.kid') FROM vault_instruments) GROUP BY kid
             """)
         var out: [String: Int] = [:]
         for line in text.split(separator: "\n") {

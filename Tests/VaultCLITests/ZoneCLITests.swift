@@ -120,7 +120,7 @@ import Testing
             let (status, body) = try s.curl(s.sidecarSocket, "POST", "/v1/tokens", #"{"envelope":\#(text)}"#)
             #expect(status == 422 && body.contains(code), "\(body)")
         }
-        let count = try run("/usr/bin/env", ["python3", "-c", "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT COUNT(*) FROM tokens').fetchone()[0])", s.dir + "/tokens.sqlite"])
+        let count = try run("/usr/bin/env", ["python3", "-c", "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT COUNT(*) FROM vault_tokens').fetchone()[0])", s.dir + "/tokens.sqlite"])
         #expect(count.out.trimmingCharacters(in: .whitespacesAndNewlines) == "1")
     }
 }

@@ -1,0 +1,131 @@
+import Foundation
+import Store
+
+/// Payments and checkout sessions over the vault's `Database`, on either backend: the embedded
+/// SQLite file or the PostgreSQL database every sidecar of the store shares. Each change is one
+/// durable statement, so an intent is on disk before `begin` returns and the gateway is called.
+///
+/// `begin` is one statement (`INSERT … ON CONFLICT (scope, idempotency_key) DO NOTHING
+/// RETURNING`) backed by a partial unique index on single-use tokens, so concurrent duplicates
+/// from several sidecars still make one payment.
+public final class SQLPaymentStore: PaymentStore, SessionStore {
+    let db: Database
+
+    /// A store over a migrated database (`Database.migrate()`).
+    public init(database: Database) { db = database }
+
+    static let columns = """
+        id, scope, idempotency_key, request, token, single_use, amount, currency, status, code, reference, next_action, reason,
+        created_at, updated_at
+        """
+
+    public func begin(_ r: PaymentRecord) async throws(StoreError) -> PaymentBegin {
+        let values: [any SQLBindable] = [
+            r.id, r.scope, r.idempotencyKey, r.request, r.token, r.singleUse, r.amount, r.currency, r.status.rawValue, r.code,
+            r.reference, r.nextAction, r.reason, r.createdAt, r.updatedAt,
+        ]
+        let inserted: Bool
+        do throws(StoreError) {
+            inserted = try await !db.write("""
+                INSERT INTO vault_payments (\(Self.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (scope, idempotency_key) DO NOTHING RETURNING id
+                """, values).isEmpty
+        } catch where error.code == .duplicate {
+            // Two requests under one key racing from two sidecars: the loser's insert can trip the
+            // single-use token index (not the key's) while the winner commits. If the key's
+            // payment is there now, this is a replay of it, not another payment for the token.
+            if let existing = try await find(scope: r.scope, idempotencyKey: r.idempotencyKey) { return .existing(existing) }
+            throw StoreError(.tokenInUse, "this single-use token already has a payment in progress or succeeded")
+        }
+        if inserted { return .created }
+        guard let existing = try await find(scope: r.scope, idempotencyKey: r.idempotencyKey) else {
+            throw StoreError(.unavailable, "a payment with that idempotency key vanished while being read")
+        }
+        return .existing(existing)
+    }
+
+    public func finish(
+        _ id: String, status: PaymentRecord.Status, code: String?, reference: String?, nextAction: String?, now: Date
+    ) async throws(StoreError) -> Bool {
+        try await !db.write("""
+            UPDATE vault_payments SET status = ?, code = ?, reference = ?, next_action = ?, reason = NULL, updated_at = ?
+            WHERE id = ? AND status IN ('processing', 'requires_action', 'unknown') RETURNING id
+            """, [status.rawValue, code, reference, nextAction, now, id]).isEmpty
+    }
+
+    public func markUnknown(_ id: String, reason: String, now: Date) async throws(StoreError) -> Bool {
+        try await !db.write(
+            "UPDATE vault_payments SET status = 'unknown', reason = ?, updated_at = ? WHERE id = ? AND status = 'processing' RETURNING id",
+            [String(reason.prefix(200)), now, id]).isEmpty
+    }
+
+    public func abandon(_ id: String) async throws(StoreError) {
+        try await db.write("DELETE FROM vault_payments WHERE id = ? AND status = 'processing'", [id])
+    }
+
+    public func get(_ id: String) async throws(StoreError) -> PaymentRecord? {
+        try await select("WHERE id = ?", [id]).first
+    }
+
+    public func find(scope: String, idempotencyKey: String) async throws(StoreError) -> PaymentRecord? {
+        try await select("WHERE scope = ? AND idempotency_key = ?", [scope, idempotencyKey]).first
+    }
+
+    public func unsettled(before: Date, limit: Int) async throws(StoreError) -> [PaymentRecord] {
+        try await select("WHERE status IN ('processing', 'unknown') AND updated_at < ? ORDER BY updated_at, id LIMIT ?", [before, limit])
+    }
+
+    private func select(_ condition: String, _ arguments: [any SQLBindable]) async throws(StoreError) -> [PaymentRecord] {
+        try await db.query("SELECT \(Self.columns) FROM vault_payments \(condition)", arguments).map(Self.payment)
+    }
+
+    static func payment(_ r: SQLRow) throws(StoreError) -> PaymentRecord {
+        guard let status = PaymentRecord.Status(rawValue: try r.string(8)) else {
+            throw StoreError(.corruptRow, "a payment has a status this version does not know")
+        }
+        return PaymentRecord(
+            id: try r.string(0), scope: try r.string(1), idempotencyKey: try r.string(2), request: try r.string(3), token: try r.string(4),
+            singleUse: try r.bool(5), amount: try r.int(6), currency: try r.string(7), status: status, code: r.optionalString(9),
+            reference: r.optionalString(10), nextAction: r.optionalString(11), reason: r.optionalString(12), createdAt: try r.date(13),
+            updatedAt: try r.date(14))
+    }
+
+    // MARK: Sessions
+
+    public func createSession(_ x: SessionRecord) async throws(StoreError) {
+        try await db.write("""
+            INSERT INTO vault_sessions (id, amount, currency, brands, customer, status, payment_id, attempts, created_at, expires_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """, [x.id, x.amount, x.currency, x.acceptedBrands.joined(separator: ","), x.customer, x.status.rawValue, x.paymentID, x.attempts,
+                  x.createdAt, x.expiresAt])
+    }
+
+    public func session(_ id: String) async throws(StoreError) -> SessionRecord? {
+        guard let r = try await db.query("""
+            SELECT id, amount, currency, brands, customer, status, payment_id, attempts, created_at, expires_at FROM vault_sessions WHERE id = ?
+            """, [id]).first else { return nil }
+        guard let status = SessionRecord.Status(rawValue: try r.string(5)) else {
+            throw StoreError(.corruptRow, "a session has a status this version does not know")
+        }
+        return SessionRecord(
+            id: try r.string(0), amount: try r.int(1), currency: try r.string(2),
+            acceptedBrands: try r.string(3).split(separator: ",").map(String.init), customer: r.optionalString(4), status: status,
+            paymentID: r.optionalString(6), attempts: try r.int(7), createdAt: try r.date(8), expiresAt: try r.date(9))
+    }
+
+    public func transitionSession(
+        _ id: String, from: SessionRecord.Status, to: SessionRecord.Status, paymentID: String?
+    ) async throws(StoreError) -> Bool {
+        try await !db.write(
+            "UPDATE vault_sessions SET status = ?, payment_id = COALESCE(?, payment_id) WHERE id = ? AND status = ? RETURNING id",
+            [to.rawValue, paymentID, id, from.rawValue]).isEmpty
+    }
+
+    public func failSessionAttempt(_ id: String, maxAttempts: Int) async throws(StoreError) -> SessionRecord.Status? {
+        let rows = try await db.write("""
+            UPDATE vault_sessions SET attempts = attempts + 1, status = CASE WHEN attempts + 1 >= ? THEN 'closed' ELSE 'open' END
+            WHERE id = ? AND status = 'paying' RETURNING status
+            """, [maxAttempts, id])
+        return rows.first?.optionalString(0).flatMap(SessionRecord.Status.init(rawValue:))
+    }
+}

@@ -1,0 +1,136 @@
+import Foundation
+import Store
+
+/// The token store over the vault's `Database`, on either backend: the embedded SQLite file (WAL,
+/// `synchronous = FULL`) or the PostgreSQL database several sidecars share. A token is
+/// acknowledged only after the commit that holds it is durable.
+///
+/// Rows (`vault_tokens`, migration `0001-base`) hold the envelope JSON without its CVC field,
+/// metadata columns for lookups, the gateway's fingerprint and millisecond timestamps. Deletes
+/// leave no ciphertext behind in SQLite's free pages (`secure_delete`).
+public final class SQLTokenStore: TokenStore {
+    let db: Database
+    private let batcher: GroupCommit
+
+    /// A store over a migrated database (`Database.migrate()`).
+    public init(database: Database) {
+        db = database
+        batcher = GroupCommit(database: database)
+    }
+
+    /// The tokens table, for key rotation.
+    public var envelopeTable: any EnvelopeTable { SQLEnvelopeTable.tokens(db) }
+
+    /// Stores a token. Concurrent inserts share one transaction (group commit): each caller
+    /// returns only after the commit that holds its row is durable, and one commit serves them all.
+    public func insert(_ record: TokenRecord) async throws(StoreError) {
+        if let failure = await batcher.submit(StoredToken(record).values) { throw failure }
+    }
+
+    public func get(_ token: String, now: Date) async throws(StoreError) -> TokenRecord? {
+        let rows = try await db.query(
+            "SELECT \(StoredToken.selectColumns) FROM vault_tokens WHERE token = ? AND expires_at > ?", [token, now])
+        return try rows.first.map { (row) throws(StoreError) in try StoredToken(row: row).record() }
+    }
+
+    public func setFingerprints(_ fingerprints: [(token: String, fingerprint: String)]) async throws(StoreError) -> Int {
+        guard !fingerprints.isEmpty else { return 0 }
+        let changed = try await db.batch(
+            "UPDATE vault_tokens SET fingerprint = ? WHERE token = ? AND fingerprint IS NULL RETURNING token",
+            fingerprints.map { [.text($0.fingerprint), .text($0.token)] })
+        return changed.reduce(0) { $0 + $1.count }
+    }
+
+    public func withoutFingerprint(after: String, limit: Int, now: Date) async throws(StoreError) -> [TokenRecord] {
+        let rows = try await db.query("""
+            SELECT \(StoredToken.selectColumns) FROM vault_tokens
+            WHERE fingerprint IS NULL AND token > ? AND expires_at > ? ORDER BY token LIMIT ?
+            """, [after, now, limit])
+        return try rows.map { (row) throws(StoreError) in try StoredToken(row: row).record() }
+    }
+
+    public func delete(_ token: String) async throws(StoreError) -> Bool {
+        try await !db.write("DELETE FROM vault_tokens WHERE token = ? RETURNING token", [token]).isEmpty
+    }
+
+    public func purgeExpired(now: Date) async throws(StoreError) -> PurgeResult {
+        let deleted = try await db.write("DELETE FROM vault_tokens WHERE expires_at <= ? RETURNING token", [now])
+        return PurgeResult(tokensDeleted: deleted.count, cvcsDropped: 0)
+    }
+
+    public func count() async throws(StoreError) -> Int {
+        try await db.query("SELECT COUNT(*) FROM vault_tokens").first?.int(0) ?? 0
+    }
+}
+
+/// Group commit for inserts: rows that arrive while a commit is running wait and go in the next
+/// transaction together (`Database.batch`: one commit, one fsync on SQLite, one WAL flush on
+/// PostgreSQL). A row whose token exists gets `TOKEN_EXISTS` alone (the others commit); a failed
+/// commit fails every row of its batch, and none of them was acknowledged.
+///
+/// No task of its own: the first caller to find nothing committing leads, commits a batch (its
+/// own row first, with the rows queued behind it), answers the others, and hands the lead to the
+/// first row still queued, which commits the next batch. A leader waits for one batch only.
+final class GroupCommit: @unchecked Sendable {
+    /// What a queued row is told: its outcome, or that it commits the next batch.
+    enum Turn { case done(StoreError?), lead }
+    typealias Waiter = CheckedContinuation<Turn, Never>
+    /// Largest batch in one transaction (bounds the latency a commit adds to its first row).
+    static let maxBatch = 256
+    static let insertSQL = """
+        INSERT INTO vault_tokens (\(StoredToken.insertColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (token) DO NOTHING RETURNING token
+        """
+
+    private let db: Database
+    private let lock = NSLock()
+    /// Rows waiting, in arrival order; while `committing`, the first one leads the next batch.
+    private var queue: [(values: [SQLValue], waiter: Waiter)] = []
+    private var committing = false
+
+    init(database: Database) { db = database }
+
+    /// Queues a row; returns after its transaction committed (nil) or failed (the error).
+    func submit(_ values: [SQLValue]) async -> StoreError? {
+        let turn = await withCheckedContinuation { (waiter: Waiter) in
+            lock.lock()
+            queue.append((values, waiter))
+            let lead = !committing
+            committing = true
+            lock.unlock()
+            if lead { waiter.resume(returning: .lead) }
+        }
+        switch turn {
+        case .done(let outcome): return outcome
+        case .lead: return await commitBatch()
+        }
+    }
+
+    /// Commits the batch at the head of the queue (the caller's row first), answers its other
+    /// rows, passes the lead on, and returns the caller's own outcome.
+    private func commitBatch() async -> StoreError? {
+        let batch = lock.withLock {
+            let n = min(queue.count, Self.maxBatch)
+            defer { queue.removeFirst(n) }
+            return Array(queue.prefix(n))
+        }
+        let outcomes: [StoreError?]
+        do throws(StoreError) {
+            outcomes = try await db.batch(Self.insertSQL, batch.map(\.values)).map { inserted in
+                inserted.isEmpty ? StoreError(.tokenExists, "a token with that id exists") : nil
+            }
+        } catch {
+            let failure = error.code == .duplicate ? StoreError(.tokenExists, "a token with that id exists") : error
+            outcomes = Array(repeating: failure, count: batch.count)
+        }
+        // The first waiter is the caller's own, already resumed (with the lead).
+        for (row, outcome) in zip(batch, outcomes).dropFirst() { row.waiter.resume(returning: .done(outcome)) }
+        let next = lock.withLock {
+            let first = queue.first?.waiter
+            if first == nil { committing = false }
+            return first
+        }
+        next?.resume(returning: .lead)
+        return outcomes.first ?? nil
+    }
+}
