@@ -22,13 +22,28 @@ public struct GatewayClient: Sendable {
         case refused(status: Int, code: String, message: String)
     }
 
-    /// The gateway's answer to an authorization (the JSON of `GatewayRoutes.json`).
+    /// The gateway's answer to an authorization (the JSON of `GatewayRoutes.json`): `succeeded`,
+    /// `declined`, `requires_action`, or `unknown` when settlement gave up at its deadline.
     public struct Outcome: Sendable, Equatable {
         public var status: String
         public var declineCode: String?
         public var reference: String?
         /// The `next_action` object, as JSON text.
         public var nextAction: String?
+        /// Why the outcome is `unknown`.
+        public var reason: String?
+    }
+
+    /// What the gateway knows of a payment id (`GET /v1/authorizations/{id}`).
+    public enum Authorization: Sendable, Equatable {
+        /// Settled (or, with status `unknown`, given up at the settlement deadline).
+        case outcome(Outcome)
+        /// No ledger row: never sent, or the processor said it never received it. Nothing charged.
+        case notFound
+        /// Sent, the outcome not known yet, being settled. With `resend`, re-posting the payment
+        /// once `nextTryAt` has passed (and nobody is `inFlight` with it) re-sends it under the
+        /// same processor idempotency key: how templates without a status query settle.
+        case pending(resend: Bool, inFlight: Bool, nextTryAt: Date?, reason: String)
     }
 
     public let socketPath: String
@@ -112,12 +127,20 @@ public struct GatewayClient: Sendable {
         }
     }
 
-    /// What the processor recorded for a payment id; nil when it never saw it (nothing charged).
-    public func outcome(of paymentID: String) async throws(Failure) -> Outcome? {
+    /// What the gateway knows of a payment id.
+    public func authorization(of paymentID: String) async throws(Failure) -> Authorization {
         let (status, text) = try await call("GET", "/v1/authorizations/" + paymentID, body: nil)
-        if status == 404 { return nil }
-        guard status == 200 else { throw .outcomeUnknown("the gateway answered \(status)") }
-        return try Self.outcome(text)
+        switch status {
+        case 200: return .outcome(try Self.outcome(text))
+        case 404: return .notFound
+        case 409:
+            let json = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? [:]
+            let next = (json["next_try_at"] as? String).flatMap { try? Date($0, strategy: .iso8601) }
+            return .pending(
+                resend: json["resend"] as? Bool ?? false, inFlight: json["in_flight"] as? Bool ?? true, nextTryAt: next,
+                reason: json["reason"] as? String ?? "being settled")
+        default: throw .outcomeUnknown("the gateway answered \(status)")
+        }
     }
 
     private func call(_ method: String, _ path: String, body: String?) async throws(Failure) -> (Int, String) {
@@ -151,13 +174,15 @@ public struct GatewayClient: Sendable {
 
     static func outcome(_ text: String) throws(Failure) -> Outcome {
         guard let json = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
-              let status = json["status"] as? String, ["succeeded", "declined", "requires_action"].contains(status)
+              let status = json["status"] as? String, ["succeeded", "declined", "requires_action", "unknown"].contains(status)
         else { throw .outcomeUnknown("the gateway's answer is not an outcome") }
         var next: String?
         if let action = json["next_action"], let data = try? JSONSerialization.data(withJSONObject: action, options: [.sortedKeys, .withoutEscapingSlashes]) {
             next = String(decoding: data, as: UTF8.self)
         }
-        return Outcome(status: status, declineCode: json["decline_code"] as? String, reference: json["reference"] as? String, nextAction: next)
+        return Outcome(
+            status: status, declineCode: json["decline_code"] as? String, reference: json["reference"] as? String, nextAction: next,
+            reason: json["reason"] as? String)
     }
 
     static func error(_ text: String) -> (String, String) {

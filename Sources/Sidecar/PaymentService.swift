@@ -22,11 +22,13 @@ public struct PaymentService: Sendable {
     let now: @Sendable () -> Date
     /// How long a replay waits for a duplicate still in flight before answering 409.
     let replayWait: Duration
+    let metrics: SidecarMetrics?
 
     public init(
         tokenizer: Tokenizer, payments: any PaymentStore, gateway: GatewayClient, customers: CustomerService? = nil, logger: Logger,
-        replayWait: Duration = .seconds(10), now: @escaping @Sendable () -> Date = Date.init
+        replayWait: Duration = .seconds(10), metrics: SidecarMetrics? = nil, now: @escaping @Sendable () -> Date = Date.init
     ) {
+        self.metrics = metrics
         self.tokenizer = tokenizer
         self.payments = payments
         self.gateway = gateway
@@ -155,10 +157,11 @@ public struct PaymentService: Sendable {
                 logger.warning("payment not sent", metadata: ["payment": "\(intent.id)", "reason": "\(why)"])
                 throw APIError(.serviceUnavailable, "GATEWAY_UNAVAILABLE", "\(why); nothing was charged, retry with the same idempotency_key")
             case .outcomeUnknown(let why):
-                logger.error("payment outcome unknown", metadata: ["payment": "\(intent.id)", "reason": "\(why)"])
-                throw APIError(
-                    .serviceUnavailable, "GATEWAY_UNAVAILABLE",
-                    "the outcome of \(intent.id) is not known yet (\(why)); it is reconciled automatically: GET /v1/payments/\(intent.id)")
+                // Sent, the answer lost or unclear: the payment is `processing` (202). The gateway
+                // settles it (status query, re-send under the same processor idempotency key) and
+                // the reconciler records the outcome; a replay of the key gets it as soon as it is known.
+                logger.warning("payment outcome not known yet; settling", metadata: ["payment": "\(intent.id)", "reason": "\(why)"])
+                return (intent, true)
             case .refused(_, let code, let message):
                 _ = try? await payments.finish(intent.id, status: .failed, code: code, reference: nil, nextAction: nil, now: now())
                 throw APIError(APIError.status(for: code), code, message)
@@ -171,6 +174,22 @@ public struct PaymentService: Sendable {
     func record(_ outcome: GatewayClient.Outcome, for intent: PaymentRecord) async throws(APIError) -> PaymentRecord {
         let status = PaymentRecord.Status(rawValue: outcome.status) ?? .failed
         let t = now()
+        if status == .unknown {
+            // Settlement gave up at its deadline: reported, never left `processing` for good.
+            let reason = outcome.reason ?? "the processor's outcome could not be found out before the settlement deadline"
+            let marked = try await store { () throws(StoreError) in try await payments.markUnknown(intent.id, reason: reason, now: t) }
+            if marked {
+                metrics?.paymentUnknown()
+                logger.error(
+                    "payment outcome unknown at the settlement deadline: settle it with `vault payments settle`",
+                    metadata: ["payment": "\(intent.id)", "reason": "\(reason)"])
+            }
+            var unknown = intent
+            unknown.status = .unknown
+            unknown.reason = reason
+            unknown.updatedAt = t
+            return unknown
+        }
         _ = try await store { () throws(StoreError) in
             try await payments.finish(intent.id, status: status, code: outcome.declineCode, reference: outcome.reference, nextAction: outcome.nextAction, now: t)
         }
@@ -183,6 +202,7 @@ public struct PaymentService: Sendable {
         done.code = outcome.declineCode
         done.reference = outcome.reference
         done.nextAction = outcome.nextAction
+        done.reason = nil
         done.updatedAt = t
         return done
     }
@@ -241,7 +261,7 @@ public struct PaymentService: Sendable {
 
     /// The gateway's recorded outcome of a payment, recorded here too when it is final.
     func settleFromGateway(_ p: PaymentRecord) async throws(APIError) -> PaymentRecord? {
-        guard let outcome = try? await gateway.outcome(of: p.id), outcome.status != "requires_action" else { return nil }
+        guard case .outcome(let outcome)? = try? await gateway.authorization(of: p.id), outcome.status != "requires_action" else { return nil }
         return try await record(outcome, for: p)
     }
 
@@ -266,34 +286,77 @@ public struct PaymentService: Sendable {
     }
 
     /// Settles payments whose outcome is not known (`processing` after a crash or a lost
-    /// connection, `unknown` after settlement gave up) by asking the gateway again, oldest first.
+    /// answer, `unknown` after settlement gave up) by asking the gateway, oldest first:
+    /// - a recorded outcome is recorded here too (`unknown` at the deadline: reported, metric and
+    ///   error log line, and asked again on later rounds: an operator may settle it);
+    /// - no ledger row: nothing was charged; the intent is dropped so the key can be used again,
+    ///   but only once no call of any sidecar can still be on its way to a gateway with it
+    ///   (`abandonAfter`: the gateway call's own timeout and a margin);
+    /// - pending with `resend` (a template without a status query), due and not in flight: the
+    ///   payment is re-posted with its card's envelope (without a CVC: it never outlives the first
+    ///   attempt), and the gateway re-sends it under the same processor idempotency key.
     /// Returns how many were settled.
     @discardableResult
     public func reconcile(olderThan age: Duration) async -> Int {
-        let cutoff = now().addingTimeInterval(-Double(age.components.seconds) - Double(age.components.attoseconds) / 1e18)
+        let t = now()
+        let cutoff = t.addingTimeInterval(-Self.seconds(age))
+        let abandonBefore = t.addingTimeInterval(-max(Self.seconds(age), Self.seconds(abandonAfter)))
         guard let stale = try? await payments.unsettled(before: cutoff, limit: 100) else { return 0 }
         var settled = 0
         for p in stale {
+            let known: GatewayClient.Authorization
             do throws(GatewayClient.Failure) {
-                if let outcome = try await gateway.outcome(of: p.id) {
-                    _ = try? await record(outcome, for: p)
-                } else {
-                    // The processor never saw it: nothing was charged; the key may be used again.
-                    try? await payments.abandon(p.id)
-                }
-                settled += 1
+                known = try await gateway.authorization(of: p.id)
             } catch {
                 if case .notSent = error {
                     logger.warning("reconcile: gateway not reachable", metadata: ["payment": "\(p.id)"])
                     break
                 }
-                // This one is still unknown (say, a relay call never answered): try the others.
                 continue
+            }
+            switch known {
+            case .outcome(let outcome):
+                if outcome.status == "unknown", p.status == .unknown { continue }
+                guard let done = try? await record(outcome, for: p) else { continue }
+                if done.status != .unknown { settled += 1; metrics?.paymentSettled(how: "reconciled") }
+            case .notFound:
+                guard p.status == .processing, p.updatedAt < abandonBefore else { continue }
+                try? await payments.abandon(p.id)
+                metrics?.paymentSettled(how: "not_received")
+                settled += 1
+            case .pending(let resend, let inFlight, let nextTryAt, _):
+                guard resend, !inFlight, (nextTryAt ?? .distantPast) <= t, let envelope = await envelope(of: p) else { continue }
+                do throws(GatewayClient.Failure) {
+                    let outcome = try await gateway.authorize(paymentID: p.id, amount: p.amount, currency: p.currency, envelopeJSON: envelope)
+                    guard let done = try? await record(outcome, for: p) else { continue }
+                    if done.status != .unknown { settled += 1; metrics?.paymentSettled(how: "resent") }
+                } catch {
+                    // Still not known (or refused): it was sent before, so it is never dropped
+                    // here; the gateway's deadline decides.
+                    continue
+                }
             }
         }
         if settled > 0 { logger.notice("reconciled payments", metadata: ["count": "\(settled)"]) }
         return settled
     }
+
+    /// How long after its intent a payment the gateway never saw may be dropped: no call with it
+    /// can still be on its way (the gateway call times out after 30 s; 5 s of margin).
+    var abandonAfter: Duration { .seconds(35) }
+
+    /// The envelope a payment was made with, for a re-post: the token's (its CVC already gone)
+    /// or the stored instrument's. Nil when it is gone (a token expired): then only the gateway's
+    /// status query or its deadline settles the payment.
+    func envelope(of p: PaymentRecord) async -> String? {
+        if p.token.hasPrefix("ins_") {
+            return try? await customers?.customers.instrument(p.token)?.envelope.droppingCVC().json
+        }
+        guard let token = try? await tokenizer.store.get(p.token, now: now()) else { return nil }
+        return token.envelope.droppingCVC().json
+    }
+
+    static func seconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18 }
 
     private func store<T>(_ body: () async throws(StoreError) -> T) async throws(APIError) -> T {
         do throws(StoreError) { return try await body() } catch {

@@ -82,6 +82,24 @@ public final class SidecarMetrics: Sendable {
         ).increment()
     }
 
+    /// A payment whose outcome was not known got one from the gateway (`how`: `reconciled`
+    /// when the gateway had it, `resent` when a re-post settled it, `not_received` when nothing
+    /// was charged and the intent was dropped).
+    public func paymentSettled(how: String) {
+        registry.makeCounter(
+            descriptor: .init(namespace: "vault", metricName: "payments_settled", unitName: "total", helpText: "Payments whose unknown outcome was settled later, by how."),
+            labels: [("how", how)]
+        ).increment()
+    }
+
+    /// A payment whose outcome is still not known at the gateway's settlement deadline: now
+    /// `unknown`, for an operator (`vault payments settle`). Alert on any increase.
+    public func paymentUnknown() {
+        registry.makeCounter(
+            descriptor: .init(namespace: "vault", metricName: "payments_unknown", unitName: "total", helpText: "Payments reported unknown at the settlement deadline (an operator settles them)."))
+            .increment()
+    }
+
     /// What a sweep removed.
     public func purged(_ result: PurgeResult) {
         registry.makeCounter(descriptor: .init(namespace: "vault", metricName: "sweeper_tokens_deleted", unitName: "total", helpText: "Expired tokens deleted by the sweeper."))

@@ -97,7 +97,7 @@ extension SidecarRoutes {
             // not why: the precise code stays on the payment, for pay/admin callers.
             var shown = payment
             if shown.status == .declined, Caller.current?.isTokenizeOnly == true { shown.code = PaymentService.genericDeclineCode }
-            return JSONOut.response(created ? .created : .ok, Self.noted(shown))
+            return JSONOut.response(Self.httpStatus(of: payment, created: created), Self.noted(shown))
         }
     }
 
@@ -184,7 +184,7 @@ extension SidecarRoutes {
             }
             let (payment, created) = try await service.charge(context.parameters.get("mandate") ?? "", cycle: cycle, amount: amount)
             metrics.payment(status: payment.status.rawValue, replayed: !created)
-            return JSONOut.response(created ? .created : .ok, Self.noted(payment))
+            return JSONOut.response(Self.httpStatus(of: payment, created: created), Self.noted(payment))
         }
     }
 

@@ -171,10 +171,18 @@ public struct SidecarRoutes: Sendable {
             }
         }
         let (payment, created) = try await service.pay(parsed)
-        var response = JSONOut.response(created ? .created : .ok, Self.noted(payment))
+        var response = JSONOut.response(Self.httpStatus(of: payment, created: created), Self.noted(payment))
         if !created { response.headers[.idempotentReplayed] = "true" }
         metrics.payment(status: payment.status.rawValue, replayed: !created)
         return response
+    }
+
+    /// A payment's HTTP status: 201 made, 200 a replay, 202 when its outcome is not known yet
+    /// (`processing`: sent, the answer lost; it is settled automatically, and `GET
+    /// /v1/payments/{id}` or a replay of the key shows the outcome once known).
+    static func httpStatus(of payment: PaymentRecord, created: Bool) -> HTTPResponse.Status {
+        if payment.status == .processing { return .accepted }
+        return created ? .created : .ok
     }
 
     /// A payment's JSON, its ids noted for the request's audit line.

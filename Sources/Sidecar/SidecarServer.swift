@@ -92,7 +92,9 @@ public struct SidecarServer: Sendable {
         }
         let customers = CustomerService(tokenizer: tokenizer, customers: customerStore)
         let payments = configuration.gatewaySocket.map {
-            PaymentService(tokenizer: tokenizer, payments: paymentStore, gateway: GatewayClient(socketPath: $0), customers: customers, logger: self.logger)
+            PaymentService(
+                tokenizer: tokenizer, payments: paymentStore, gateway: GatewayClient(socketPath: $0), customers: customers, logger: self.logger,
+                metrics: metrics)
         }
         if let payments {
             let age = configuration.reconcileAfter
