@@ -99,7 +99,8 @@ extension LedgerStore {
     }
 
     /// An operator's outcome for a payment id (`status` succeeded or declined; nil: the processor
-    /// did not charge it, and the row is deleted so the payment id may be sent again).
+    /// did not charge it, and the row is deleted so the payment id may be sent again). A declined
+    /// outcome without `declineCode` is recorded `generic_decline` and matches any recorded code.
     public func settleByHand(
         _ paymentID: String, status: String?, declineCode: String?, reference: String?, now: Date
     ) async throws(StoreError) -> HandSettlement {
@@ -120,7 +121,7 @@ extension LedgerStore {
                     UPDATE vault_ledger SET state = 'done', status = ?, decline_code = ?, reference = ?, lease_until = NULL,
                         next_try_at = NULL, reason = 'settled by an operator', updated_at = ?
                     WHERE payment_id = ?
-                    """, [status, declineCode, reference, now, paymentID])
+                    """, [status, status == "declined" ? declineCode ?? "generic_decline" : nil, reference, now, paymentID])
             } else {
                 try await tx.query("DELETE FROM vault_ledger WHERE payment_id = ?", [paymentID])
             }

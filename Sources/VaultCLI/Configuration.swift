@@ -284,7 +284,8 @@ enum ResolvedConfiguration {
                 "\(first.setting) and \(other.setting) name different ledger stores (\(Settings.redacted(first.value)), \(Settings.redacted(other.value))): give one, gateway.store",
                 field: "gateway.store")
         }
-        let store = chosen.first?.value ?? "sqlite:gateway-ledger.sqlite"
+        var store = "sqlite:gateway-ledger.sqlite"
+        if let first = chosen.first { store = first.value } else { _ = try s.string("store", flag: nil, default: store) }
         c.store = try s.checked("store", flag: f.store) { () throws(VaultError) in try StoreLocation(store) }
         let interval = try s.number("settle_interval", flag: f.settleInterval, default: 2, atLeast: 0.05)
         c.settleInterval = .milliseconds(Int(interval * 1000))
