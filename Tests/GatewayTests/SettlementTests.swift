@@ -338,6 +338,47 @@ import VaultOpen
         #expect(try await b.entry(lost)?.attempts == 2)
     }
 
+    // MARK: - Ledgers of earlier versions
+
+    /// A gateway's own ledger file from before the store layer (GRDB's migrations table,
+    /// `sandbox_charges` or `relay_charges`) is imported when the gateway opens it as its store:
+    /// recorded outcomes answer as before, and a relay row left `sent` (the bug of issue 13) is an
+    /// unknown outcome to settle, no longer stuck.
+    @Test func aLedgerFileOfAnEarlierVersionIsImported() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        let path = f.dir + "/old-ledger.sqlite"
+        let t = Int(Date().timeIntervalSince1970) - 3600
+        _ = try runProgram("/usr/bin/env", ["python3", "-c", """
+            import sqlite3, sys
+            c = sqlite3.connect(sys.argv[1])
+            c.executescript('''
+            CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
+            INSERT INTO grdb_migrations VALUES ('sandbox-v1'), ('relay-v1');
+            CREATE TABLE sandbox_charges (payment_id TEXT PRIMARY KEY NOT NULL, amount INTEGER NOT NULL, currency TEXT NOT NULL,
+                status TEXT NOT NULL, decline_code TEXT, reference TEXT, transaction_id TEXT, created_at INTEGER NOT NULL,
+                envelope_id TEXT NOT NULL DEFAULT '');
+            CREATE TABLE sandbox_3ds (transaction_id TEXT PRIMARY KEY NOT NULL, payment_id TEXT NOT NULL, request_jti TEXT NOT NULL);
+            CREATE TABLE sandbox_3ds_used (jti TEXT PRIMARY KEY NOT NULL);
+            CREATE TABLE relay_charges (payment_id TEXT PRIMARY KEY NOT NULL, amount INTEGER NOT NULL, currency TEXT NOT NULL,
+                envelope_id TEXT NOT NULL, state TEXT NOT NULL, status TEXT, decline_code TEXT, reference TEXT, created_at INTEGER NOT NULL);
+            ''')
+            c.execute("INSERT INTO sandbox_charges VALUES ('pay_oldsandbox', 1050, 'EUR', 'succeeded', NULL, 'sbx_old', NULL, ?, 'env_old')", (int(sys.argv[2]),))
+            c.execute("INSERT INTO relay_charges VALUES ('pay_oldsent', 1050, 'EUR', 'env_sent', 'sent', NULL, NULL, NULL, ?)", (int(sys.argv[2]),))
+            c.commit()
+            """, path, String(t)])
+        let store = try await LedgerBackend.sqlite(path)
+        let threeDS = await ThreeDSValidator(apiKey: Fixture.threeDSKey, issuer: "vault-sandbox-3ds")
+        let sandbox = SandboxProcessor(ledger: store, threeDS: threeDS)
+        #expect(try await sandbox.authorization(of: "pay_oldsandbox") == .outcome(.succeeded(reference: "sbx_old")))
+        let relay = try await RelayProcessorTests.load(
+            Self.template(port: 9, scenario: "ok", settle: ["resend": true]), dir: f.dir, ledger: store, timing: Self.timing)
+        guard case .pending(let pending)? = try await relay.authorization(of: "pay_oldsent") else { Issue.record("not pending"); return }
+        #expect(pending.resend && !pending.inFlight && pending.attempts == 1, "\(pending)")
+        let row = try #require(try await store.entry("pay_oldsent"))
+        #expect(row.state == .unknown && row.processor == "relay")
+    }
+
     // MARK: - The template's settle section
 
     @Test func settleSectionsThatCannotBeUsedAreRefused() async throws {
