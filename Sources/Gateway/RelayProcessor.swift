@@ -174,6 +174,8 @@ public final class RelayProcessor: PaymentProcessor {
                     return try await authorize(request, card: card)
                 }
                 metrics.settled("unknown")
+                // Asked too soon after a send: without a re-send, ask again once none can still arrive.
+                guard settle.resend else { throw await leaveUnknown(held, reason: Self.notKnownYet, at: quietAgain(held)) }
                 reason = Self.notKnownYet
             case .unknown(let why):
                 metrics.settled("unknown")
@@ -380,6 +382,12 @@ public final class RelayProcessor: PaymentProcessor {
         return min(t.addingTimeInterval(base * Double.random(in: 0.5...1)), deadline)
     }
 
+    /// The next try of a row whose status query said "not found" too soon after a send: once the
+    /// row has been quiet long enough for that answer to be believed (`isQuiet`).
+    func quietAgain(_ held: Held) -> Date {
+        min(now().addingTimeInterval(sendTimeout + timing.margin + Double.random(in: 0...timing.minRetry)), held.deadline)
+    }
+
     func deadline(of row: LedgerEntry) -> Date { row.deadlineAt ?? row.createdAt.addingTimeInterval(settle.deadline) }
 
     /// Whether nothing was done on the row for longer than a send's timeout plus the margin: every
@@ -464,8 +472,7 @@ public final class RelayProcessor: PaymentProcessor {
         case .notFound:
             // Asked too soon after a send: ask again once no send can still arrive.
             metrics.settled("unknown")
-            let next = now().addingTimeInterval(sendTimeout + timing.margin + Double.random(in: 0...timing.minRetry))
-            _ = await leaveUnknown(held, reason: Self.notKnownYet, at: min(next, held.deadline))
+            _ = await leaveUnknown(held, reason: Self.notKnownYet, at: quietAgain(held))
         case .unknown(let why):
             metrics.settled("unknown")
             _ = await leaveUnknown(held, reason: why)

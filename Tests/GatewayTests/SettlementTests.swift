@@ -338,6 +338,32 @@ import VaultOpen
         #expect(try await b.entry(lost)?.attempts == 2)
     }
 
+    /// A re-post of a row left unknown, whose status query says the processor never received it
+    /// (and no send can still arrive): nothing was charged, the row starts again at attempt 1 and
+    /// this call sends it. One send, one charge.
+    @Test func aRepostOfAPaymentNeverReceivedSendsItAfresh() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        let processor = try StandIn(dir: f.dir, name: "p")
+        defer { processor.stop() }
+        let store = try await LedgerBackend.sqlite(f.dir + "/ledger.sqlite")
+        let relay = try await RelayProcessorTests.load(
+            Self.template(port: processor.port, scenario: "ok", settle: ["status": true]), dir: f.dir, ledger: store, timing: Self.timing)
+        let card = try Self.card(f, try f.envelope("4242424242424242"))
+        let payment = RandomID.make(prefix: "pay_")
+        let t = Date().addingTimeInterval(-120)
+        _ = try await store.claim(LedgerEntry(
+            paymentID: payment, processor: relay.name, amount: 1050, currency: "EUR", envelopeID: card.envelopeID, state: .sending,
+            leaseUntil: t.addingTimeInterval(1), deadlineAt: t.addingTimeInterval(86400), createdAt: t))
+        #expect(try await store.markUnknown(payment, reason: "timeout", nextTryAt: t, deadlineAt: t.addingTimeInterval(86400), now: t))
+        let outcome = try await relay.authorize(Self.request(payment), card: card)
+        guard case .succeeded = outcome else { Issue.record("\(outcome)"); return }
+        let seen = Self.seen(processor, payment)
+        #expect(seen.queries == 1 && seen.posts == 1 && seen.charges == 1, "\(seen)")
+        let row = try #require(try await store.entry(payment))
+        #expect(row.state == .done && row.attempts == 1)
+    }
+
     // MARK: - Ledgers of earlier versions
 
     /// A gateway's own ledger file from before the store layer (GRDB's migrations table,
