@@ -325,11 +325,7 @@ import VaultOpen
 
         // A row left unknown (sent once, answer lost), due now: both gateways re-post it at once.
         let lost = RandomID.make(prefix: "pay_")
-        let t = Date().addingTimeInterval(-30)
-        _ = try await a.claim(LedgerEntry(
-            paymentID: lost, processor: one.name, amount: 1050, currency: "EUR", envelopeID: card.envelopeID, state: .sending,
-            leaseUntil: t.addingTimeInterval(1), deadlineAt: t.addingTimeInterval(86400), createdAt: t))
-        #expect(try await a.markUnknown(lost, reason: "timeout", nextTryAt: t, deadlineAt: t.addingTimeInterval(86400), now: t))
+        try await Self.leftUnknown(a, lost, processor: one.name, envelopeID: card.envelopeID, age: 30)
         async let p = Self.attempt { try await one.authorize(Self.request(lost), card: card) }
         async let q = Self.attempt { try await two.authorize(Self.request(lost), card: card) }
         let reposts = await [p, q]
@@ -351,11 +347,7 @@ import VaultOpen
             Self.template(port: processor.port, scenario: "ok", settle: ["status": true]), dir: f.dir, ledger: store, timing: Self.timing)
         let card = try Self.card(f, try f.envelope("4242424242424242"))
         let payment = RandomID.make(prefix: "pay_")
-        let t = Date().addingTimeInterval(-120)
-        _ = try await store.claim(LedgerEntry(
-            paymentID: payment, processor: relay.name, amount: 1050, currency: "EUR", envelopeID: card.envelopeID, state: .sending,
-            leaseUntil: t.addingTimeInterval(1), deadlineAt: t.addingTimeInterval(86400), createdAt: t))
-        #expect(try await store.markUnknown(payment, reason: "timeout", nextTryAt: t, deadlineAt: t.addingTimeInterval(86400), now: t))
+        try await Self.leftUnknown(store, payment, processor: relay.name, envelopeID: card.envelopeID, age: 120)
         let outcome = try await relay.authorize(Self.request(payment), card: card)
         guard case .succeeded = outcome else { Issue.record("\(outcome)"); return }
         let seen = Self.seen(processor, payment)
@@ -448,6 +440,15 @@ import VaultOpen
             let template = try RelayTemplate(path: path)
             #expect(template.settle.resend && template.settle.deadline < 86400, "\(name)")
         }
+    }
+
+    /// A row a call left unknown `age` seconds ago (sent once, its answer lost), due now.
+    static func leftUnknown(_ store: LedgerStore, _ payment: String, processor: String, envelopeID: String, age: TimeInterval) async throws {
+        let t = Date().addingTimeInterval(-age)
+        _ = try await store.claim(LedgerEntry(
+            paymentID: payment, processor: processor, amount: 1050, currency: "EUR", envelopeID: envelopeID, state: .sending,
+            leaseUntil: t.addingTimeInterval(1), deadlineAt: t.addingTimeInterval(86400), createdAt: t))
+        #expect(try await store.markUnknown(payment, reason: "timeout", nextTryAt: t, deadlineAt: t.addingTimeInterval(86400), now: t))
     }
 
     static func attempt(_ body: @Sendable () async throws -> AuthorizationOutcome) async -> Result<AuthorizationOutcome, any Error> {
