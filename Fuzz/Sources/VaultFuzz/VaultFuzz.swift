@@ -351,6 +351,12 @@ func relay(_ input: UnsafeRawBufferPointer) {
             // ... and always carries the processor's idempotency key.
             let carried = (template.headers.map(\.1) + RelayTemplate.bodyTexts(template.body)).flatMap { RelayTemplate.placeholders(in: $0) }
             check(carried.contains("idempotency_key") || carried.contains("payment_id"), "the processor idempotency key is carried")
+            // ... and its status query (settle.status) carries no card field at all.
+            if let query = template.settle.status {
+                let named = ([query.url] + query.headers.map(\.1)).flatMap { RelayTemplate.placeholders(in: $0) }
+                check(!named.contains { RelayTemplate.cardPlaceholders.contains($0) }, "no card fields in a status query")
+            }
+            check((0...RelayTemplate.Settlement.maxRetryWithin).contains(template.settle.retryWithin), "the in-call retry window is bounded")
         }
     } else {
         // A processor's answer (hostile or broken), mapped through a fixed template.
