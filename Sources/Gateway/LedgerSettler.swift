@@ -41,9 +41,11 @@ public struct LedgerSettler: Service {
 
     public func run() async throws {
         try? await cancelWhenGracefulShutdown {
+            // The first round after one interval: the store's client (a sibling service) is
+            // running by then.
             while !Task.isCancelled {
-                await tick()
                 try await Task.sleep(for: interval)
+                await tick()
             }
         }
     }

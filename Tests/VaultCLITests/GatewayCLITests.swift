@@ -172,8 +172,8 @@ import Testing
         var a = try Gateway()
         var b = try Gateway(sharingKeysWith: a)
         defer { a.process?.terminate(); b.process?.terminate(); a.remove(); b.remove() }
-        try a.start(store: store)
-        try b.start(store: store)
+        try a.start(extra: ["--settle-interval", "0.2"], store: store)
+        try b.start(extra: ["--settle-interval", "0.2"], store: store)
         #expect(a.process?.isRunning == true && b.process?.isRunning == true)
         let payment = "pay_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
         let envelope = try a.envelope("4242424242424242")
@@ -189,6 +189,7 @@ import Testing
         #expect(reused == 409 && refusal.contains("PAYMENT_ID_REUSED"), "\(refusal)")
         let (missing, notFound) = try a.curl("GET", "/v1/authorizations/pay_neversent")
         #expect(missing == 404 && notFound.contains("AUTHORIZATION_NOT_FOUND"), "\(notFound)")
+        usleep(400_000)   // a round of the settler: the ledger gauges
         let (_, metrics) = try a.curl("GET", "/metrics")
         #expect(metrics.contains("vault_gateway_ledger_unsettled 0"), "\(metrics)")
         for g in [a, b] {
