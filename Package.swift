@@ -85,13 +85,14 @@ let package = Package(
             ],
             resources: [.copy("Resources/openapi.json")]
         ),
-        // The gateway adapter: the only module that opens envelopes in a server; processors.
+        // The gateway adapter: the only module that opens envelopes in a server; processors, and
+        // their ledger in the vault's store (Store), settled in the background.
         .target(
             name: "Gateway",
             dependencies: [
                 "VaultOpen", "VaultCrypto", "CardRules", "SocketHTTP", "Money", "Store",
                 .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -143,8 +144,11 @@ let package = Package(
         .testTarget(
             name: "GatewayTests",
             dependencies: [
-                "Gateway", "SocketHTTP", "Money", "VaultOpen", "VaultCrypto", "CardRules",
+                "Gateway", "SocketHTTP", "Money", "VaultOpen", "VaultCrypto", "CardRules", "Store",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "InMemoryLogging", package: "swift-log"),
             ]
         ),
         .testTarget(

@@ -1,7 +1,8 @@
 import Prometheus
 
 /// The gateway's Prometheus metrics, at `GET /metrics` on its socket: envelopes opened (by
-/// outcome: `ok` or the refusal code), authorizations by status, and processor latency. Labels come
+/// outcome: `ok` or the refusal code), authorizations by status, processor latency, and
+/// settlement (steps by result, ledger rows unsettled and past their deadline). Labels come
 /// from fixed sets only; nothing from a card can become a label.
 public final class GatewayMetrics: Sendable {
     public let registry = PrometheusCollectorRegistry()
@@ -43,6 +44,32 @@ public final class GatewayMetrics: Sendable {
             descriptor: .init(namespace: "vault", metricName: "gateway_processor_failures", unitName: "total", helpText: "Processor calls that failed, by kind (unknown, unavailable)."),
             labels: [("kind", kind)]
         ).increment()
+    }
+
+    /// A step of settling an unknown outcome (in the call or in the background), by result:
+    /// `resent` (the charge was sent again with the same idempotency key), `settled` (a status
+    /// query or a re-send gave the outcome), `not_received` (the status query says the processor
+    /// never got it: the ledger row is removed, nothing charged), `unknown` (still not known).
+    /// A re-send counts twice: `resent`, then its result.
+    func settled(_ result: String) {
+        registry.makeCounter(
+            descriptor: .init(
+                namespace: "vault", metricName: "gateway_settle_attempts", unitName: "total",
+                helpText: "Settlement steps of unknown outcomes, by result (settled, unknown, not_received, resent)."),
+            labels: [("result", result)]
+        ).increment()
+    }
+
+    /// The ledger's rows not done, and those past their settlement deadline (reported `unknown`:
+    /// alert on it). Store-wide: every gateway of a store reports the same figures.
+    func ledger(unsettled: Int, pastDeadline: Int) {
+        registry.makeGauge(descriptor: .init(
+            namespace: "vault", metricName: "gateway_ledger_unsettled", helpText: "Ledger rows whose outcome is not recorded yet (store-wide)."))
+            .set(Double(unsettled))
+        registry.makeGauge(descriptor: .init(
+            namespace: "vault", metricName: "gateway_ledger_unknown_past_deadline",
+            helpText: "Ledger rows still unknown after their settlement deadline (store-wide): settle them by hand."))
+            .set(Double(pastDeadline))
     }
 
     public func exposition() -> [UInt8] { registry.emitToBuffer() }

@@ -13,6 +13,36 @@ import VaultOpen
 /// The envelope is opened here and nowhere else, its metadata re-derived and checked, the card
 /// handed to the processor, and the plaintext wiped when the call returns. Answers carry the
 /// outcome only, never card data.
+///
+/// When the outcome is not known (DESIGN §7 "Settlement"; docs/errors.md says the same):
+/// - 503 `GATEWAY_UNAVAILABLE`: nothing was charged (no connection was made on the payment id's
+///   first send, or a 5xx from a processor whose template says `server_errors: not_charged`);
+///   the ledger has no row for it, the same payment id may be sent again.
+/// - 504 `GATEWAY_UNAVAILABLE`: sent, the answer lost or unclear (a timeout, a dropped
+///   connection, a 5xx, a 3xx, an unreadable answer) and not settled within the call: the
+///   gateway settles it (status query, re-send on a re-post, deadline); ask
+///   `GET /v1/authorizations/{payment_id}`.
+/// - 504 `AUTHORIZATION_IN_PROGRESS`: another call (on any gateway of the store) is sending it or
+///   asking about it now; never sent twice at once.
+/// - 504 `AUTHORIZATION_PENDING`: being settled, nothing to do with this call now (the body is
+///   the pending state below).
+/// - 200 `{"status":"unknown",…}`: the settlement deadline passed (the shape below).
+///
+/// `GET /v1/authorizations/{payment_id}`: what the gateway knows of a payment id.
+/// - 200 `{"status":"succeeded|declined|requires_action",…}`: the outcome (as `POST /v1/authorize`
+///   answers it).
+/// - 404 `AUTHORIZATION_NOT_FOUND`: no ledger row: never sent, or the processor said it never
+///   received it. Nothing was charged.
+/// - 409 `AUTHORIZATION_PENDING`: sent, outcome not known yet, being settled:
+///   `{"error":{"code":"AUTHORIZATION_PENDING","message"},"status":"pending","resend":true|false,
+///   "status_query":true|false,"in_flight":true|false,"attempts":N,"next_try_at":"<ISO 8601>",
+///   "deadline_at":"<ISO 8601>","reason":"…"}`. With `resend` true, re-posting the payment
+///   (`POST /v1/authorize`, same payment id, amount, currency and envelope, once `next_try_at` has
+///   passed and `in_flight` is false) re-sends it with the same processor idempotency key: how a
+///   template without a status query settles. With `status_query`, the gateway asks the processor
+///   by itself: just ask again later.
+/// - 200 `{"status":"unknown","reason":"…","attempts":N,"deadline_at":"<ISO 8601>"}`: still not
+///   known at the deadline: an operator settles it (`vault payments settle`).
 public struct GatewayRoutes: Sendable {
     public static let maxBodyBytes = 16 * 1024
     /// The audit log's action per route (docs/audit-log.md).
@@ -36,8 +66,10 @@ public struct GatewayRoutes: Sendable {
     /// The sandbox's ACS (challenge pages), when the processor is the sandbox.
     let sandbox: SandboxProcessor?
 
+    /// Routes over one opener; `GET /metrics` serves the relay's metrics (its settlement counters)
+    /// when the processor is a relay.
     public init(opener: EnvelopeOpener, processor: any PaymentProcessor) {
-        self.init(openers: Openers(opener), processor: processor)
+        self.init(openers: Openers(opener), processor: processor, metrics: (processor as? RelayProcessor)?.metrics ?? GatewayMetrics())
     }
 
     /// Routes over a reloadable opener (SIGHUP swaps the keys and the key ring).
@@ -68,17 +100,23 @@ public struct GatewayRoutes: Sendable {
         }
         router.post("/v1/authorize") { request, context in try await self.authorize(request, logger: context.logger) }
         router.post("/v1/fingerprints") { request, _ in try await self.fingerprints(request) }
-        // The recorded outcome of a payment id (404 AUTHORIZATION_NOT_FOUND: never seen, nothing charged).
+        // What is known of a payment id (see the type's documentation for the answers).
         router.get("/v1/authorizations/:payment") { _, context in
             let id = context.parameters.get("payment") ?? ""
-            let outcome: AuthorizationOutcome?
-            do { outcome = try await processor.outcome(of: id) } catch {
-                throw APIError(.serviceUnavailable, "GATEWAY_UNAVAILABLE", "the processor could not be asked")
+            let state: AuthorizationState?
+            do { state = try await processor.authorization(of: id) } catch {
+                throw APIError(.serviceUnavailable, "GATEWAY_UNAVAILABLE", "the processor's ledger could not be read")
             }
-            guard let outcome else {
-                throw APIError(.notFound, "AUTHORIZATION_NOT_FOUND", "the processor has no authorization for this payment id")
+            switch state {
+            case nil:
+                throw APIError(.notFound, "AUTHORIZATION_NOT_FOUND", "the processor has no authorization for this payment id: nothing was charged")
+            case .outcome(let outcome)?:
+                return JSONOut.response(.ok, Self.json(outcome))
+            case .pending(let pending)?:
+                return JSONOut.response(.conflict, Self.json(pending))
+            case .unknown(let reason, let attempts, let deadline)?:
+                return JSONOut.response(.ok, Self.unknownJSON(reason: reason, attempts: attempts, deadline: deadline))
             }
-            return JSONOut.response(.ok, Self.json(outcome))
         }
         // `{"three_ds_result":"<JWT>"}`: completes a payment that required 3-D Secure.
         router.post("/v1/authorizations/:payment/confirm") { request, context in
@@ -182,7 +220,16 @@ public struct GatewayRoutes: Sendable {
             logger.notice("authorization already in progress", metadata: ["payment": "\(parsed.paymentID)"])
             throw APIError(
                 .gatewayTimeout, "AUTHORIZATION_IN_PROGRESS",
-                "this payment id was already sent to the processor and its outcome is not known yet; it is not sent again")
+                "another call is sending this payment id to the processor or asking about it now; it is not sent again")
+        } catch let pending as AuthorizationPending {
+            metrics.processorFailed("pending")
+            logger.notice("authorization pending settlement", metadata: ["payment": "\(parsed.paymentID)", "reason": "\(pending.pending.reason)"])
+            return JSONOut.response(.gatewayTimeout, Self.json(pending.pending))
+        } catch let unknown as SettlementDeadlinePassed {
+            metrics.processorFailed("unknown_past_deadline")
+            // The error line operators alert on is the settler's, once per payment id.
+            logger.notice("answered unknown: past the settlement deadline", metadata: ["payment": "\(parsed.paymentID)", "reason": "\(unknown.reason)"])
+            return JSONOut.response(.ok, Self.unknownJSON(reason: unknown.reason, attempts: unknown.attempts, deadline: unknown.deadline))
         } catch let refusal as ProcessorRefusal {
             metrics.processorFailed("refused")
             logger.error("relay refused to send", metadata: ["payment": "\(parsed.paymentID)", "code": "\(refusal.code)"])
@@ -190,11 +237,14 @@ public struct GatewayRoutes: Sendable {
         } catch let error as ProcessorOutcomeUnknown {
             metrics.processorFailed("unknown")
             logger.error("processor outcome unknown", metadata: ["payment": "\(parsed.paymentID)", "reason": "\(error.reason)"])
-            throw APIError(.gatewayTimeout, "GATEWAY_UNAVAILABLE", "the processor's answer was lost; the outcome is not known yet")
+            throw APIError(
+                .gatewayTimeout, "GATEWAY_UNAVAILABLE",
+                "the processor's answer was lost or unclear; the outcome is not known yet and is being settled (GET /v1/authorizations/\(parsed.paymentID))")
         } catch let error as ProcessorUnavailable {
             metrics.processorFailed("unavailable")
             logger.warning("processor unavailable", metadata: ["payment": "\(parsed.paymentID)", "reason": "\(error.reason)"])
-            throw APIError(.serviceUnavailable, "GATEWAY_UNAVAILABLE", "the processor could not be reached; nothing was charged, retry with the same payment id")
+            throw APIError(
+                .serviceUnavailable, "GATEWAY_UNAVAILABLE", "nothing was charged (\(error.reason)); retry with the same payment id")
         }
         logger.info("authorized", metadata: [
             "payment": "\(parsed.paymentID)", "status": "\(outcome.status)", "processor": "\(processor.name)",
@@ -312,6 +362,25 @@ public struct GatewayRoutes: Sendable {
             let status: HTTPResponse.Status = error.code == .requestMalformed ? .badRequest : .unprocessableContent
             throw APIError(status, error.code.rawValue, error.message, field: error.field)
         }
+    }
+
+    /// A pending settlement: 409 to `GET /v1/authorizations/{payment_id}`, 504 to a re-post.
+    public static func json(_ p: PendingAuthorization) -> String {
+        var out = "{\"error\":{\"code\":\"AUTHORIZATION_PENDING\",\"message\":"
+        JSONOut.string(
+            p.inFlight ? "this payment id is being sent or asked about now; its outcome is not known yet"
+                : "this payment id was sent and its outcome is not known yet; it is being settled", into: &out)
+        out += "},\"status\":\"pending\",\"resend\":\(p.resend),\"status_query\":\(p.statusQuery),\"in_flight\":\(p.inFlight)"
+        out += ",\"attempts\":\(p.attempts),\"next_try_at\":\"\(JSONOut.iso(p.nextTryAt))\",\"deadline_at\":\"\(JSONOut.iso(p.deadlineAt))\",\"reason\":"
+        JSONOut.string(p.reason, into: &out)
+        return out + "}"
+    }
+
+    /// An outcome still unknown at the settlement deadline.
+    public static func unknownJSON(reason: String, attempts: Int, deadline: Date) -> String {
+        var out = "{\"status\":\"unknown\",\"reason\":"
+        JSONOut.string(reason, into: &out)
+        return out + ",\"attempts\":\(attempts),\"deadline_at\":\"\(JSONOut.iso(deadline))\"}"
     }
 
     /// The outcome as the gateway's answer.

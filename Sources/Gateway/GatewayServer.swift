@@ -2,7 +2,10 @@ import Audit
 import Foundation
 import Hummingbird
 import Logging
+import PostgresNIO
+import ServiceLifecycle
 import SocketHTTP
+import Store
 import VaultCrypto
 import VaultOpen
 
@@ -23,7 +26,13 @@ public struct GatewayServer: Sendable {
         /// A file holding the passphrase of protected secret keys; nil uses the credential
         /// `passphrase` in `$CREDENTIALS_DIRECTORY` when there is one.
         public var passphraseFile: String?
-        public var processor = ProcessorChoice.sandbox(ledgerPath: "gateway-sandbox.sqlite")
+        public var processor = ProcessorChoice.sandbox
+        /// The store that holds the processor ledger (DESIGN §6): a SQLite file (embedded default),
+        /// or a PostgreSQL store shared by any number of gateways (a payment id is charged at most
+        /// once whichever gateway gets it).
+        public var store = StoreLocation.sqlite(path: "gateway-ledger.sqlite")
+        /// How often the background settler runs (`LedgerSettler`).
+        public var settleInterval: Duration = .seconds(2)
         /// uids allowed to call (default: this process's own). Root may always ask `GET /v1/keys`
         /// (kids only), so `vault keys rotate --gateway` works as root.
         public var allowedUIDs: Set<UInt32> = [getuid()]
@@ -35,9 +44,9 @@ public struct GatewayServer: Sendable {
     }
 
     public enum ProcessorChoice: Sendable, Equatable {
-        case sandbox(ledgerPath: String)
-        /// A real processor through a relay template (RelayTemplate), with its own ledger.
-        case relay(templatePath: String, ledgerPath: String)
+        case sandbox
+        /// A real processor through a relay template (RelayTemplate).
+        case relay(templatePath: String)
     }
 
     public let configuration: Configuration
@@ -59,25 +68,32 @@ public struct GatewayServer: Sendable {
             logger.warning(
                 "no fingerprint key: tokens get no fingerprint until one is here (vault keygen --fingerprint --out DIR, or vault keys move-fingerprint-key)")
         }
-        let processor: any PaymentProcessor
-        switch configuration.processor {
-        case .sandbox(let path):
-            // The sandbox plays the 3DS server too: its result-signing key lives as long as this process.
-            let threeDS = await ThreeDSValidator(apiKey: (0..<32).map { _ in UInt8.random(in: 0...255) }, issuer: "vault-sandbox-3ds")
-            do { processor = try SandboxProcessor(ledgerPath: path, threeDS: threeDS) } catch {
-                throw VaultError(.gatewayLedgerUnavailable, "cannot open the sandbox ledger at \(path)")
-            }
-        case .relay(let templatePath, let ledgerPath):
-            let template: RelayTemplate
+        // The template first: a template that cannot be used stops the start before the store is touched.
+        let template: RelayTemplate?
+        if case .relay(let templatePath) = configuration.processor {
             do throws(RelayTemplate.Invalid) { template = try RelayTemplate(path: templatePath) } catch {
                 throw VaultError(VaultError.Code(rawValue: error.code), error.message)
             }
-            do { processor = try RelayProcessor(template: template, ledgerPath: ledgerPath) } catch let error as RelayTemplate.Invalid {
-                throw VaultError(VaultError.Code(rawValue: error.code), error.message)
-            } catch {
-                throw VaultError(.gatewayLedgerUnavailable, "cannot open the relay ledger at \(ledgerPath)")
-            }
+        } else {
+            template = nil
         }
+        var services: [any Service] = []
+        let database = try await Self.openStore(configuration.store, services: &services, logger: logger)
+        let ledger = LedgerStore(database: database)
+        let metrics = GatewayMetrics()
+        let processor: any PaymentProcessor
+        if let template {
+            do throws(RelayTemplate.Invalid) {
+                processor = try RelayProcessor(template: template, ledger: ledger, metrics: metrics, logger: logger)
+            } catch {
+                throw VaultError(VaultError.Code(rawValue: error.code), error.message)
+            }
+        } else {
+            // The sandbox plays the 3DS server too: its result-signing key lives as long as this process.
+            let threeDS = await ThreeDSValidator(apiKey: (0..<32).map { _ in UInt8.random(in: 0...255) }, issuer: "vault-sandbox-3ds")
+            processor = SandboxProcessor(ledger: ledger, threeDS: threeDS)
+        }
+        services.append(LedgerSettler(ledger: ledger, processor: processor, metrics: metrics, interval: configuration.settleInterval, logger: logger))
         let audit = try configuration.auditLogPath.map { (path) throws(VaultError) in try AuditLog.open(path, process: "gateway") }
         defer { audit?.close() }
         let router = Router(context: VaultRequestContext.self)
@@ -85,7 +101,7 @@ public struct GatewayServer: Sendable {
         if let audit { router.add(middleware: AuditMiddleware(log: audit, actions: GatewayRoutes.auditedActions)) }
         router.add(middleware: UIDAllowListMiddleware(allowed: configuration.allowedUIDs))
         let openers = Openers(EnvelopeOpener(ring: keys.ring, fingerprintKey: keys.fingerprintKey))
-        GatewayRoutes(openers: openers, processor: processor).register(on: router)
+        GatewayRoutes(openers: openers, processor: processor, metrics: metrics).register(on: router)
         let configuration = self.configuration, reloadLogger = logger
         let reloader = ReloadOnHangup {
             do throws(VaultError) {
@@ -108,7 +124,7 @@ public struct GatewayServer: Sendable {
             router: router,
             server: .http1(additionalChannelHandlers: [PeerCredentialsHandler()]),
             configuration: .init(address: .unixDomainSocket(path: bindPath), serverName: "vault-gateway"),
-            services: [reloader],
+            services: services + [reloader],
             onServerRunning: { channel in
                 guard SocketFile.publish(bindPath, at: socketPath, mode: mode, group: group, logger: logger) else {
                     try? await channel.close()
@@ -116,11 +132,47 @@ public struct GatewayServer: Sendable {
                 }
                 logger.notice("vault gateway listening", metadata: [
                     "socket": "\(socketPath)", "opens": "\(keys.ring.openingKids.map(\.rawValue).joined(separator: ","))",
-                    "processor": "\(processor.name)",
+                    "processor": "\(processor.name)", "store": "\(database.backend.rawValue)",
                 ])
             },
             logger: logger)
         try await app.runService()
+    }
+}
+
+extension GatewayServer {
+    /// Opens and migrates the ledger's store. PostgreSQL: probed first (a wrong address, password
+    /// or certificate fails the start with its reason), migrated through a client of its own
+    /// (under the store's advisory lock, so gateways and sidecars may start together), then
+    /// served by a client that runs as a service of the gateway's ServiceGroup.
+    /// - Throws: `STORE_UNAVAILABLE`, `STORE_TOO_NEW`, `STORE_TLS_INVALID`.
+    static func openStore(_ location: StoreLocation, services: inout [any Service], logger: Logger) async throws -> Database {
+        switch location {
+        case .sqlite(let path):
+            do throws(StoreError) {
+                let database = try Database(sqlitePath: path)
+                try await database.migrate()
+                return database
+            } catch {
+                throw VaultError(VaultError.Code(rawValue: error.code.rawValue), error.message)
+            }
+        case .postgres(let location):
+            let configuration = try location.configuration()
+            try await location.probe(logger: logger)
+            let migrating = PostgresClient(configuration: configuration, backgroundLogger: logger)
+            do {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { await migrating.run() }
+                    defer { group.cancelAll() }
+                    try await Database(postgres: migrating, logger: logger).migrate()
+                }
+            } catch let error as StoreError {
+                throw VaultError(VaultError.Code(rawValue: error.code.rawValue), error.message)
+            }
+            let serving = PostgresClient(configuration: configuration, backgroundLogger: logger)
+            services.append(serving)
+            return Database(postgres: serving, logger: logger)
+        }
     }
 }
 
@@ -187,6 +239,7 @@ extension VaultError.Code {
     /// A relay URL the gateway may not send card data to (not https, http not to an allowed
     /// loopback host, or a host that is not the template's).
     public static let relayURLNotAllowed = VaultError.Code(rawValue: "RELAY_URL_NOT_ALLOWED")
-    /// The processor's ledger cannot be opened.
+    /// The processor's ledger cannot be opened (kept for compatibility: the store's own codes,
+    /// `STORE_UNAVAILABLE`, `STORE_TOO_NEW`, now say why).
     public static let gatewayLedgerUnavailable = VaultError.Code(rawValue: "GATEWAY_LEDGER_UNAVAILABLE")
 }

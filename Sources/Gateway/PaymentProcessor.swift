@@ -1,3 +1,4 @@
+import Foundation
 import Money
 import VaultCrypto
 import VaultOpen
@@ -53,8 +54,50 @@ public struct ThreeDSChallenge: Sendable, Equatable {
     }
 }
 
-/// A processor could not be reached or answered nonsense (timeouts, 5xx): nothing is known to be
-/// charged, and the caller may retry with the same payment id.
+/// What the gateway knows of a payment id (`GET /v1/authorizations/{payment_id}`).
+public enum AuthorizationState: Sendable, Equatable {
+    /// The processor's outcome.
+    case outcome(AuthorizationOutcome)
+    /// Sent, the outcome not known yet: being settled.
+    case pending(PendingAuthorization)
+    /// Still not known at the settlement deadline: reported `unknown` until an operator settles
+    /// it by hand (`vault payments settle`).
+    case unknown(reason: String, attempts: Int, deadline: Date)
+}
+
+/// A payment id whose outcome is being settled (DESIGN §7 "Settlement").
+public struct PendingAuthorization: Sendable, Equatable {
+    /// Re-posting the payment (`POST /v1/authorize` with the same payment id, amount, currency and
+    /// envelope) re-sends it with the same processor idempotency key, which the processor answers
+    /// with its first result: how a payment without a status query settles.
+    public var resend: Bool
+    /// The gateway asks the processor's status query by itself (no re-post needed).
+    public var statusQuery: Bool
+    /// A call (on some gateway of the store) is sending it or asking about it right now.
+    public var inFlight: Bool
+    /// Sends so far.
+    public var attempts: Int
+    /// When it is worth asking (or re-posting) again.
+    public var nextTryAt: Date
+    /// After it, the outcome is reported `unknown`.
+    public var deadlineAt: Date
+    /// Why the outcome is not known (the last failure), for people.
+    public var reason: String
+
+    public init(resend: Bool, statusQuery: Bool, inFlight: Bool, attempts: Int, nextTryAt: Date, deadlineAt: Date, reason: String) {
+        self.resend = resend
+        self.statusQuery = statusQuery
+        self.inFlight = inFlight
+        self.attempts = attempts
+        self.nextTryAt = nextTryAt
+        self.deadlineAt = deadlineAt
+        self.reason = reason
+    }
+}
+
+/// A processor could not be reached (no connection was made, or a 5xx that the processor documents
+/// as "nothing charged"): nothing was charged, and the caller may retry with the same payment id
+/// (503 `GATEWAY_UNAVAILABLE`).
 public struct ProcessorUnavailable: Error, Sendable, CustomStringConvertible {
     public var reason: String
     public init(_ reason: String) { self.reason = reason }
@@ -66,11 +109,41 @@ public struct PaymentIDReused: Error, Sendable {
     public init() {}
 }
 
-/// The payment id was sent to the processor by an earlier call whose outcome is not recorded
-/// (still in flight, or its answer was lost): 504 `AUTHORIZATION_IN_PROGRESS`, never a second
-/// send. The sidecar keeps the payment `processing` and reconciles it.
+/// Another call (on this or another gateway of the store) holds the payment id now: it is
+/// sending it or asking the processor about it. 504 `AUTHORIZATION_IN_PROGRESS`, never a second
+/// send; the sidecar keeps the payment `processing` and asks again.
 public struct PaymentInProgress: Error, Sendable {
     public init() {}
+}
+
+/// The payment id was sent and its outcome is being settled, but nothing can be done with this
+/// call now: its next try is not due, or the template neither re-sends nor has a status query.
+/// 504 `AUTHORIZATION_PENDING` with the settlement's state.
+public struct AuthorizationPending: Error, Sendable {
+    public let pending: PendingAuthorization
+    public init(_ pending: PendingAuthorization) { self.pending = pending }
+}
+
+/// The settlement deadline passed with the outcome still unknown: answered as
+/// `{"status":"unknown","reason",…}` (200), for an operator to settle by hand.
+public struct SettlementDeadlinePassed: Error, Sendable {
+    public let reason: String
+    public let attempts: Int
+    public let deadline: Date
+    public init(reason: String, attempts: Int, deadline: Date) {
+        self.reason = reason
+        self.attempts = attempts
+        self.deadline = deadline
+    }
+}
+
+/// The processor may have acted but its answer was lost or unclear (a timeout, a dropped
+/// connection, a 5xx, a 3xx, an unreadable answer): 504 `GATEWAY_UNAVAILABLE`, the payment stays
+/// open and its outcome is settled (DESIGN §7).
+public struct ProcessorOutcomeUnknown: Error, Sendable, CustomStringConvertible {
+    public var reason: String
+    public init(_ reason: String) { self.reason = reason }
+    public var description: String { "GATEWAY_UNAVAILABLE (outcome unknown): \(reason)" }
 }
 
 /// A processor's coded refusal of a request (not a decline): status and stable code.
@@ -89,17 +162,20 @@ public struct ProcessorRefusal: Error, Sendable, Equatable {
 ///
 /// `authorize` must be idempotent by `paymentID`: a second call with the same id and request
 /// returns the first outcome and charges nothing more; with another request it throws
-/// `PaymentIDReused`. The card is in clear only for the call's duration.
+/// `PaymentIDReused`. The card is in clear only for the call's duration. Both processors keep
+/// their ledger in the vault's store (`LedgerStore`), shared by every gateway of the store.
 public protocol PaymentProcessor: Sendable {
-    /// A short name for logs and metrics (`sandbox`, `relay`).
+    /// A short name for logs and metrics (`sandbox`, `relay:<template>`); the ledger's `processor`.
     var name: String { get }
-    /// - Throws: `ProcessorUnavailable`, `PaymentIDReused`.
+    /// - Throws: `ProcessorUnavailable` (nothing charged), `ProcessorOutcomeUnknown`,
+    ///   `PaymentInProgress`, `AuthorizationPending`, `SettlementDeadlinePassed`, `PaymentIDReused`,
+    ///   `ProcessorRefusal`.
     func authorize(_ request: AuthorizationRequest, card: OpenedCard) async throws -> AuthorizationOutcome
     /// Completes a payment that required 3-D Secure with the result JWT the cardholder's challenge
     /// produced (validated by `ThreeDSValidator`).
     /// - Throws: `ThreeDSValidator.Failure`, `ProcessorRefusal`, `ProcessorUnavailable`.
     func confirm(paymentID: String, threeDSResult: String) async throws -> AuthorizationOutcome
-    /// The outcome recorded for a payment id, or nil if the processor never saw it (reconciling
-    /// after a crash: nil means nothing was charged).
-    func outcome(of paymentID: String) async throws(ProcessorUnavailable) -> AuthorizationOutcome?
+    /// What is known of a payment id, or nil when it was never sent (or the processor said it never
+    /// received it): nil means nothing was charged.
+    func authorization(of paymentID: String) async throws(ProcessorUnavailable) -> AuthorizationState?
 }

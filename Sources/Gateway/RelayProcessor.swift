@@ -1,10 +1,11 @@
 import AsyncHTTPClient
 import CardRules
 import Foundation
-import GRDB
+import Logging
 import Money
 import NIOCore
 import NIOPosix
+import Store
 import VaultCrypto
 import VaultOpen
 
@@ -14,58 +15,78 @@ import VaultOpen
 /// The request body is built in `SecureBytes`; the copy handed to the HTTP client is zeroed when
 /// the call returns (NIO's own buffers are outside our reach: see docs/threat-model.md). The
 /// processor's idempotency key is the payment id (`{{idempotency_key}}`, `{{payment_id}}`); the
-/// caller's own idempotency key is never sent. A ledger row claims each payment id before it is
-/// sent (an atomic insert: only the call that made the row sends): a final outcome is returned
-/// again for the same id without a second call, and a row still `sent` answers
-/// `PaymentInProgress` (504 `AUTHORIZATION_IN_PROGRESS`), never a second send.
+/// caller's own idempotency key is never sent.
+///
+/// One send per payment id at a time, whichever gateway of the store gets it: the ledger row
+/// (`LedgerStore`, in the vault's store) is claimed by an atomic insert before anything is sent,
+/// leased for the send's timeout plus a margin; a later send of the same id takes the row over
+/// only by a compare-and-swap on its attempt count. A final outcome is answered again without a
+/// send; a row another call is sending answers `PaymentInProgress` (504
+/// `AUTHORIZATION_IN_PROGRESS`).
 ///
 /// Where it sends: only to the template's host (or its `allowed_hosts`), over https (http to
 /// loopback only when the template allows it), and never where a redirect points: redirects are
 /// not followed, and a 3xx answer is an unknown outcome like a 5xx.
 ///
-/// Errors: a connection that could not be made is `ProcessorUnavailable` (503: nothing was
-/// sent, nothing charged). Once the request is sent, anything but a clear outcome (a timeout, a
-/// lost connection, a 5xx, an unreadable answer) is `ProcessorOutcomeUnknown` (504: the payment
-/// stays open; retries carry the same idempotency key to the processor).
+/// What a failure means (docs/errors.md says the same):
+/// - a connection never made on the row's first send (nothing left this host), or a 5xx from a
+///   processor whose template says `"server_errors": "not_charged"`: the row is released and the
+///   answer is `ProcessorUnavailable` (503: nothing charged, retry with the same payment id);
+/// - anything else after sending (a timeout, a dropped connection, a 5xx, a 3xx, an unreadable
+///   answer), and a connection never made on a later send: the outcome is unknown. While the
+///   card is in hand (`settle.retry_within_seconds`) the call asks the status query and/or
+///   re-sends with the same idempotency key, with backoff and full jitter; still unknown, the
+///   row waits (`unknown`, next try, deadline) and the answer is `ProcessorOutcomeUnknown` (504).
+///   The background settler (`LedgerSettler`) asks the status query for such rows; a re-post of
+///   the payment (the sidecar's reconciler, with the envelope) re-sends when the template allows
+///   it; past the deadline the outcome is reported `unknown` (`SettlementDeadlinePassed`).
 public final class RelayProcessor: PaymentProcessor {
     public var name: String { "relay:" + template.name }
     let template: RelayTemplate
     let environment: [String: String]
     /// The hosts the template may send to (checked on every filled-in URL before sending).
     let destination: RelayTemplate.Destination
-    private let ledger: DatabaseQueue
+    let ledger: LedgerStore
+    /// Settlement counters (shared with the routes' `GET /metrics`).
+    public let metrics: GatewayMetrics
+    let logger: Logger
+    let timing: Timing
+    let now: @Sendable () -> Date
     private let http: HTTPClient
 
-    /// - Throws: `RelayTemplate.Invalid` (the template's URL may not be sent to, its variables
-    ///   filled in from `environment`), or an error opening the ledger.
-    public init(template: RelayTemplate, ledgerPath: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
+    /// The clock of settlement. The defaults are the production ones; tests shorten them.
+    public struct Timing: Sendable {
+        /// The whole authorize call (sends, status queries, backoff) stays within this many
+        /// seconds: the sidecar gives up on the gateway after 30.
+        public var callBudget: Double = 25
+        /// Added to a send's timeout for its lease, and the time a processor is given to record
+        /// a request after the request's timeout (before its "not found" is believed).
+        public var margin: Double = 5
+        /// In-call backoff: full jitter over min(maxBackoff, firstBackoff × 2ⁿ) seconds.
+        public var firstBackoff: Double = 0.25
+        public var maxBackoff: Double = 4
+        /// A row left unknown is tried again after about half its age (full jitter over the upper
+        /// half), within these bounds, and never after its deadline.
+        public var minRetry: Double = 1
+        public var maxRetry: Double = 300
+        public init() {}
+    }
+
+    /// - Throws: `RelayTemplate.Invalid` (the template's URLs may not be sent to, their variables
+    ///   filled in from `environment`).
+    public init(
+        template: RelayTemplate, ledger: LedgerStore, metrics: GatewayMetrics = GatewayMetrics(),
+        logger: Logger = Logger(label: "vault.gateway.relay"), timing: Timing = Timing(),
+        environment: [String: String] = ProcessInfo.processInfo.environment, now: @escaping @Sendable () -> Date = Date.init
+    ) throws(RelayTemplate.Invalid) {
         self.template = template
         self.environment = environment
         destination = try template.destination(environment: environment)
-        var config = Configuration()
-        // WAL: one fsync per commit instead of a rollback journal's several; FULL: durable on return.
-        config.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA journal_mode = WAL")
-            try db.execute(sql: "PRAGMA synchronous = FULL")
-        }
-        ledger = try DatabaseQueue(path: ledgerPath, configuration: config)
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("relay-v1") { db in
-            try db.execute(sql: """
-                CREATE TABLE relay_charges (
-                    payment_id TEXT PRIMARY KEY NOT NULL,
-                    amount INTEGER NOT NULL,
-                    currency TEXT NOT NULL,
-                    envelope_id TEXT NOT NULL,
-                    state TEXT NOT NULL,
-                    status TEXT,
-                    decline_code TEXT,
-                    reference TEXT,
-                    created_at INTEGER NOT NULL
-                )
-                """)
-        }
-        try migrator.migrate(ledger)
+        self.ledger = ledger
+        self.metrics = metrics
+        self.logger = logger
+        self.timing = timing
+        self.now = now
         // Never follow a redirect: a 307/308 would re-post the card (and the template's secrets)
         // wherever the processor, or whoever answers in its name, points. A 3xx is returned as it is.
         var configuration = HTTPClient.Configuration(timeout: .init(connect: .seconds(5), read: .milliseconds(Int64(template.timeout * 1000))))
@@ -75,356 +96,524 @@ public final class RelayProcessor: PaymentProcessor {
 
     deinit { try? http.syncShutdown() }
 
-    /// What claiming a payment id found.
-    enum Claim: Sendable {
-        /// This call made the ledger row: it (and only it) sends.
-        case claimed
-        /// The row was there: its outcome when final, nil while it is still `sent`.
-        case existing(outcome: AuthorizationOutcome?)
-        /// The row is there for another amount, currency or card.
-        case reused
+    var settle: RelayTemplate.Settlement { template.settle }
+    /// One send's (or status query's) timeout: the template's, within the call's budget.
+    var sendTimeout: Double { min(template.timeout, timing.callBudget) }
+
+    /// What a call holds of a ledger row while it talks to the processor.
+    struct Held: Sendable {
+        var paymentID: String
+        /// The row's attempt count (the sends so far, this call's included).
+        var attempts: Int
+        /// The lease this call set (the compare-and-swap value of its next change).
+        var leaseUntil: Date
+        var deadline: Date
+        var createdAt: Date
+
+        init(_ e: LedgerEntry, deadline: Double) {
+            paymentID = e.paymentID
+            attempts = e.attempts
+            leaseUntil = e.leaseUntil ?? .distantPast
+            self.deadline = e.deadlineAt ?? e.createdAt.addingTimeInterval(deadline)
+            createdAt = e.createdAt
+        }
     }
 
+    // MARK: - Authorize
+
     public func authorize(_ request: AuthorizationRequest, card: OpenedCard) async throws -> AuthorizationOutcome {
-        // Claim the payment id: the INSERT and the read of what was there are one transaction, so
-        // of two concurrent calls exactly one makes the row, and only that one sends.
-        let now = Int64(Date().timeIntervalSince1970)
-        let claim: Claim = try await write { db in
-            try db.execute(
-                sql: """
-                    INSERT INTO relay_charges (payment_id, amount, currency, envelope_id, state, created_at) VALUES (?, ?, ?, ?, 'sent', ?)
-                    ON CONFLICT(payment_id) DO NOTHING
-                    """,
-                arguments: [request.paymentID, request.amount, request.currency.code, card.envelopeID, now])
-            if db.changesCount == 1 { return .claimed }
-            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM relay_charges WHERE payment_id = ?", arguments: [request.paymentID]) else {
-                throw ProcessorUnavailable("the relay ledger lost a row")
+        let started = ContinuousClock.now
+        let t = now()
+        let entry = LedgerEntry(
+            paymentID: request.paymentID, processor: name, amount: request.amount, currency: request.currency.code,
+            envelopeID: card.envelopeID, state: .sending, attempts: 1, leaseUntil: t.addingTimeInterval(sendTimeout + timing.margin),
+            deadlineAt: t.addingTimeInterval(settle.deadline), createdAt: t)
+        // The INSERT and the read of what was there are one transaction: of concurrent calls
+        // (on any gateway of the store) exactly one makes the row, and only that one sends.
+        switch try await store("claim the payment id", { () throws(StoreError) in try await ledger.claim(entry) }) {
+        case .claimed:
+            return try await sendAndSettle(request, card: card, held: Held(entry, deadline: settle.deadline), started: started)
+        case .existing(let row):
+            return try await resume(row, request, card: card, started: started)
+        }
+    }
+
+    /// A call for a payment id that has a row already.
+    func resume(_ row: LedgerEntry, _ request: AuthorizationRequest, card: OpenedCard, started: ContinuousClock.Instant) async throws -> AuthorizationOutcome {
+        guard row.sameRequest(amount: request.amount, currency: request.currency.code, envelopeID: card.envelopeID) else {
+            throw PaymentIDReused()
+        }
+        if row.state == .done, let outcome = Self.outcome(row) { return outcome }
+        let t = now()
+        // Sent by another call that is still within its lease: never a second send.
+        if row.isLeased(at: t) { throw PaymentInProgress() }
+        if Self.isGivenUp(row) || t > deadline(of: row) {
+            throw SettlementDeadlinePassed(reason: row.reason ?? Self.neverAnswered, attempts: row.attempts, deadline: deadline(of: row))
+        }
+        if row.state == .unknown, let next = row.nextTryAt, next > t { throw AuthorizationPending(pending(row, at: t)) }
+        // Due: settle it now, with the card in hand.
+        var held: Held
+        if settle.status != nil {
+            guard let leased = try await store("lease the row", { () throws(StoreError) in
+                try await ledger.lease(row.paymentID, attempts: row.attempts, leaseUntil: t.addingTimeInterval(sendTimeout + timing.margin), now: t)
+            }) else { throw PaymentInProgress() }
+            held = Held(leased, deadline: settle.deadline)
+            let reason: String
+            switch await queryStatus(request, timeout: sendTimeout) {
+            case .found(let outcome):
+                metrics.settled("settled")
+                return try await record(outcome, held)
+            case .notFound:
+                if isQuiet(row, at: t), try await store("forget the row", { () throws(StoreError) in
+                    try await ledger.forget(held.paymentID, attempts: held.attempts, heldUntil: held.leaseUntil)
+                }) {
+                    // The processor never got any send (and none can still arrive): nothing was
+                    // charged. Start again from a fresh claim (attempt 1).
+                    metrics.settled("not_received")
+                    logger.notice("payment never received by the processor; sending it again", metadata: ["payment": "\(row.paymentID)"])
+                    return try await authorize(request, card: card)
+                }
+                metrics.settled("unknown")
+                // Asked too soon after a send: without a re-send, ask again once none can still arrive.
+                guard settle.resend else { throw await leaveUnknown(held, reason: Self.notKnownYet, at: quietAgain(held)) }
+                reason = Self.notKnownYet
+            case .unknown(let why):
+                metrics.settled("unknown")
+                reason = why
             }
-            let amount: Int = row["amount"], currency: String = row["currency"], env: String = row["envelope_id"]
-            guard amount == request.amount, currency == request.currency.code, env == card.envelopeID else { return .reused }
-            return .existing(outcome: Self.outcome(row))
+            guard settle.resend else { throw await leaveUnknown(held, reason: reason) }
+            let leaseUntil = now().addingTimeInterval(sendTimeout + timing.margin)
+            guard try await store("renew the lease", { () throws(StoreError) in
+                try await ledger.renew(held.paymentID, attempts: held.attempts, heldUntil: held.leaseUntil, leaseUntil: leaseUntil, countSend: true, now: now())
+            }) else { throw PaymentInProgress() }
+            held.attempts += 1
+            held.leaseUntil = leaseUntil
+        } else if settle.resend {
+            guard let taken = try await store("take the row over", { () throws(StoreError) in
+                try await ledger.retake(row.paymentID, attempts: row.attempts, leaseUntil: t.addingTimeInterval(sendTimeout + timing.margin), now: t)
+            }) else { throw PaymentInProgress() }
+            held = Held(taken, deadline: settle.deadline)
+        } else {
+            // Neither a re-send nor a status query: nothing the card in hand can do. The outcome
+            // stays unknown until an answer comes some other way or the deadline passes.
+            throw AuthorizationPending(pending(row, at: t))
         }
-        switch claim {
-        case .claimed: break
-        case .reused: throw PaymentIDReused()
-        case .existing(let outcome?): return outcome
-        case .existing(nil):
-            // Sent by another call (in flight now, or its answer was lost): never send it again.
-            throw PaymentInProgress()
-        }
-        let (status, body): (Int, ByteBuffer)
-        do {
-            (status, body) = try await send(request, card: card)
-        } catch let error as ProcessorUnavailable {
-            // Never connected: nothing was sent, so nothing can have been charged.
-            try? await write { db in try db.execute(sql: "DELETE FROM relay_charges WHERE payment_id = ? AND state = 'sent'", arguments: [request.paymentID]) }
-            throw error
-        } catch let error as ProcessorRefusal {
-            // Refused before sending (a URL the template may not send to): nothing was sent.
-            try? await write { db in try db.execute(sql: "DELETE FROM relay_charges WHERE payment_id = ? AND state = 'sent'", arguments: [request.paymentID]) }
-            throw error
-        }
-        // Sent: from here on, an answer that is not a clear outcome (5xx, unreadable) may follow
-        // a charge. The row stays 'sent' and the outcome is unknown (504), never "nothing charged".
-        let outcome: AuthorizationOutcome
-        do {
-            outcome = try map(status: status, body: body)
-        } catch let error as ProcessorUnavailable {
-            throw ProcessorOutcomeUnknown(error.reason)
-        }
-        let (s, code, reference) = Self.columns(outcome)
-        do {
-            try await write { db in
-                try db.execute(
-                    sql: "UPDATE relay_charges SET state = 'done', status = ?, decline_code = ?, reference = ? WHERE payment_id = ?",
-                    arguments: [s, code, reference, request.paymentID])
+        metrics.settled("resent")
+        logger.notice("re-sending a payment whose outcome is unknown", metadata: ["payment": "\(row.paymentID)", "attempt": "\(held.attempts)"])
+        return try await sendAndSettle(request, card: card, held: held, started: started, isResend: true)
+    }
+
+    /// Sends (the call holds the row, its attempt counted), then, while the outcome is unknown and
+    /// the call's budget allows, asks the status query and/or re-sends with backoff and jitter.
+    func sendAndSettle(
+        _ request: AuthorizationRequest, card: OpenedCard, held: Held, started: ContinuousClock.Instant, isResend: Bool = false
+    ) async throws -> AuthorizationOutcome {
+        var held = held
+        var result = try await firstSend(request, card: card, held: held)
+        var resent = isResend
+        var retries = 0
+        var reason: String
+        while true {
+            switch result {
+            case .outcome(let outcome):
+                if resent { metrics.settled("settled") }
+                return try await record(outcome, held)
+            case .unknown(let why):
+                reason = why
+                if resent { metrics.settled("unknown") }
             }
+            // Settlement steps with the card in hand, until a re-send or the end of the window.
+            var sentAgain = false
+            while !sentAgain {
+                guard settle.status != nil || settle.resend, now() < held.deadline, let delay = nextDelay(retries, started: started) else {
+                    throw await leaveUnknown(held, reason: reason)
+                }
+                retries += 1
+                try? await Task.sleep(for: .milliseconds(Int64(delay * 1000)))
+                if settle.status != nil {
+                    guard let timeout = remaining(started) else { throw await leaveUnknown(held, reason: reason) }
+                    guard let renewed = try? await renew(held, timeout: timeout, countSend: false) else { throw PaymentInProgress() }
+                    held = renewed
+                    switch await queryStatus(request, timeout: timeout) {
+                    case .found(let outcome):
+                        metrics.settled("settled")
+                        return try await record(outcome, held)
+                    case .notFound:
+                        // Right after a send, "not found" may only mean "not recorded yet".
+                        metrics.settled("unknown")
+                        if !reason.hasPrefix(Self.notKnownYet) { reason = Self.notKnownYet + " (" + reason + ")" }
+                    case .unknown(let why):
+                        metrics.settled("unknown")
+                        reason = why
+                    }
+                }
+                if settle.resend {
+                    guard let timeout = remaining(started) else { throw await leaveUnknown(held, reason: reason) }
+                    guard let renewed = try? await renew(held, timeout: timeout, countSend: true) else { throw PaymentInProgress() }
+                    held = renewed
+                    metrics.settled("resent")
+                    resent = true
+                    sentAgain = true
+                    result = await send(request, card: card, timeout: timeout)
+                }
+            }
+        }
+    }
+
+    static let notKnownYet = "the processor's status query does not know the payment yet"
+
+    /// What one send told.
+    enum SendResult: Sendable {
+        case outcome(AuthorizationOutcome)
+        case unknown(String)
+    }
+
+    /// The row's first send in this call: on attempt 1, a connection never made (or a 5xx that
+    /// the template says charges nothing, or a URL refused before sending) releases the row.
+    func firstSend(_ request: AuthorizationRequest, card: OpenedCard, held: Held) async throws -> SendResult {
+        let attempt: Attempt
+        do {
+            attempt = try await charge(request, card: card, timeout: sendTimeout)
         } catch {
+            // Refused before sending (a URL the template may not send to, a variable not set):
+            // nothing was sent by this call.
+            if held.attempts == 1 {
+                _ = try? await ledger.release(held.paymentID)
+            } else {
+                _ = await leaveUnknown(held, reason: "the re-send was refused before sending")
+            }
+            throw error
+        }
+        switch attempt {
+        case .outcome(let outcome): return .outcome(outcome)
+        case .notConnected(let why) where held.attempts == 1:
+            if (try? await ledger.release(held.paymentID)) == true { throw ProcessorUnavailable(why) }
+            return .unknown(why)
+        case .serverError(let status) where held.attempts == 1 && settle.serverErrors == .notCharged:
+            if (try? await ledger.release(held.paymentID)) == true {
+                throw ProcessorUnavailable("the processor answered \(status), which it documents as nothing charged")
+            }
+            return .unknown("the processor answered \(status)")
+        default:
+            return Self.unknown(attempt)
+        }
+    }
+
+    /// A later send (attempt ≥ 2): anything but a clear outcome leaves it unknown.
+    func send(_ request: AuthorizationRequest, card: OpenedCard, timeout: Double) async -> SendResult {
+        do {
+            return Self.unknown(try await charge(request, card: card, timeout: timeout))
+        } catch {
+            return .unknown("the re-send was refused before sending")
+        }
+    }
+
+    static func unknown(_ attempt: Attempt) -> SendResult {
+        switch attempt {
+        case .outcome(let o): .outcome(o)
+        case .notConnected(let why): .unknown("\(why) (a later send: an earlier one may have charged)")
+        case .serverError(let status): .unknown("the processor answered \(status)")
+        case .unknown(let why): .unknown(why)
+        }
+    }
+
+    /// Records the processor's outcome; the row's recorded outcome if another writer settled it
+    /// first (an operator, by hand).
+    func record(_ outcome: AuthorizationOutcome, _ held: Held) async throws -> AuthorizationOutcome {
+        let (status, code, reference) = Self.columns(outcome)
+        do {
+            if try await ledger.settle(held.paymentID, status: status, declineCode: code, reference: reference, now: now()) { return outcome }
+            if let row = try await ledger.entry(held.paymentID), let recorded = Self.outcome(row) { return recorded }
+            return outcome
+        } catch {
+            // The row stays leased, then due: the settler or a re-post finds the outcome again.
             throw ProcessorOutcomeUnknown("the processor answered but its outcome could not be recorded")
         }
-        return outcome
+    }
+
+    /// Leaves the row `unknown` with its next try (`at`, or after backoff) and deadline, if the
+    /// call still holds it; the error to answer (504).
+    func leaveUnknown(_ held: Held, reason: String, at next: Date? = nil) async -> ProcessorOutcomeUnknown {
+        let t = now()
+        _ = try? await ledger.markUnknown(
+            held.paymentID, attempts: held.attempts, heldUntil: held.leaseUntil, reason: reason,
+            nextTryAt: next ?? nextTry(created: held.createdAt, at: t, deadline: held.deadline), deadlineAt: held.deadline, now: t)
+        return ProcessorOutcomeUnknown(reason)
+    }
+
+    /// Renews the call's lease for one more network step of `timeout` seconds (counting a send).
+    func renew(_ held: Held, timeout: Double, countSend: Bool) async throws -> Held? {
+        let t = now()
+        let leaseUntil = t.addingTimeInterval(timeout + timing.margin)
+        guard try await ledger.renew(held.paymentID, attempts: held.attempts, heldUntil: held.leaseUntil, leaseUntil: leaseUntil, countSend: countSend, now: t)
+        else { return nil }
+        var next = held
+        next.leaseUntil = leaseUntil
+        if countSend { next.attempts += 1 }
+        return next
+    }
+
+    // MARK: - Timing
+
+    /// The in-call backoff before retry `n` (full jitter), or nil when it would leave the call's
+    /// retry window (`settle.retry_within_seconds`) or its budget.
+    func nextDelay(_ n: Int, started: ContinuousClock.Instant) -> Double? {
+        let elapsed = Self.seconds(ContinuousClock.now - started)
+        let delay = Double.random(in: 0...min(timing.maxBackoff, timing.firstBackoff * pow(2, Double(n))))
+        guard elapsed + delay < settle.retryWithin, elapsed + delay + Self.minimumStep <= timing.callBudget else { return nil }
+        return delay
+    }
+
+    /// What is left of the call's budget for one network step, or nil when too little.
+    func remaining(_ started: ContinuousClock.Instant) -> Double? {
+        let left = timing.callBudget - Self.seconds(ContinuousClock.now - started)
+        return left >= Self.minimumStep ? min(sendTimeout, left) : nil
+    }
+
+    /// The shortest network step worth starting.
+    static let minimumStep: Double = 1
+
+    static func seconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18 }
+
+    /// When a row left unknown is tried again: after about half its age (between `minRetry` and
+    /// `maxRetry`, full jitter over the upper half), never after its deadline.
+    func nextTry(created: Date, at t: Date, deadline: Date) -> Date {
+        let base = min(max(t.timeIntervalSince(created) / 2, timing.minRetry), timing.maxRetry)
+        return min(t.addingTimeInterval(base * Double.random(in: 0.5...1)), deadline)
+    }
+
+    /// The next try of a row whose status query said "not found" too soon after a send: once the
+    /// row has been quiet long enough for that answer to be believed (`isQuiet`).
+    func quietAgain(_ held: Held) -> Date {
+        min(now().addingTimeInterval(sendTimeout + timing.margin + Double.random(in: 0...timing.minRetry)), held.deadline)
+    }
+
+    func deadline(of row: LedgerEntry) -> Date { row.deadlineAt ?? row.createdAt.addingTimeInterval(settle.deadline) }
+
+    /// Whether nothing was done on the row for longer than a send's timeout plus the margin: every
+    /// send first writes the row, so no send of it can still reach the processor.
+    func isQuiet(_ row: LedgerEntry, at t: Date) -> Bool {
+        t.timeIntervalSince(row.updatedAt) > sendTimeout + timing.margin
+    }
+
+    static let neverAnswered = "sent; the processor's answer never came"
+
+    /// Given up at its deadline (`LedgerStore.giveUp`): unknown for good.
+    static func isGivenUp(_ row: LedgerEntry) -> Bool { row.state == .unknown && row.nextTryAt == nil }
+
+    // MARK: - What the gateway knows
+
+    public func authorization(of paymentID: String) async throws(ProcessorUnavailable) -> AuthorizationState? {
+        let row: LedgerEntry?
+        do { row = try await ledger.entry(paymentID) } catch { throw ProcessorUnavailable("the ledger failed (\(error.code))") }
+        guard let row else { return nil }
+        if row.state == .done, let outcome = Self.outcome(row) { return .outcome(outcome) }
+        let t = now()
+        if Self.isGivenUp(row) || (!row.isLeased(at: t) && t > deadline(of: row)) {
+            return .unknown(reason: row.reason ?? Self.neverAnswered, attempts: row.attempts, deadline: deadline(of: row))
+        }
+        return .pending(pending(row, at: t))
+    }
+
+    func pending(_ row: LedgerEntry, at t: Date) -> PendingAuthorization {
+        let inFlight = row.isLeased(at: t)
+        return PendingAuthorization(
+            resend: settle.resend, statusQuery: settle.status != nil, inFlight: inFlight, attempts: row.attempts,
+            nextTryAt: inFlight ? (row.leaseUntil ?? t) : (row.nextTryAt ?? row.leaseUntil ?? t), deadlineAt: deadline(of: row),
+            reason: row.reason ?? (inFlight ? "being sent to the processor" : Self.neverAnswered))
     }
 
     public func confirm(paymentID: String, threeDSResult: String) async throws -> AuthorizationOutcome {
         throw ProcessorRefusal(status: 409, code: "PAYMENT_NOT_AWAITING_ACTION", message: "the relay does not run 3-D Secure challenges")
     }
 
-    public func outcome(of paymentID: String) async throws(ProcessorUnavailable) -> AuthorizationOutcome? {
-        let row: Row?
-        do {
-            row = try await ledger.read { db in try Row.fetchOne(db, sql: "SELECT * FROM relay_charges WHERE payment_id = ?", arguments: [paymentID]) }
-        } catch {
-            throw ProcessorUnavailable("the relay ledger failed")
+    // MARK: - Background settlement
+
+    /// Asks the status query about every row of this processor that is due (`unknown` and due,
+    /// or `sending` with an expired lease: a gateway died mid-call), each under a lease: found →
+    /// settled; not found and quiet for a send's timeout plus the margin → the processor never got
+    /// it, the row is deleted (nothing charged; GET answers 404); otherwise → unknown again, with
+    /// backoff. The number of rows asked about. Without a status query there is nothing to ask:
+    /// rows wait for a re-post (`resend`) or the deadline.
+    @discardableResult
+    public func settleDue() async -> Int {
+        guard settle.status != nil else { return 0 }
+        let rows: [LedgerEntry]
+        do { rows = try await ledger.dueForSettlement(processor: name, now: now()) } catch {
+            logger.warning("settling: the ledger failed", metadata: ["error": "\(error.code)"])
+            return 0
         }
-        guard let row else { return nil }
-        guard let outcome = Self.outcome(row) else {
-            // Sent, answer never read: only the processor knows. Leave the payment open.
-            throw ProcessorUnavailable("the processor's answer for this payment was never received")
-        }
-        return outcome
+        var asked = 0
+        for row in rows where await settleInBackground(row) { asked += 1 }
+        return asked
     }
 
-    // MARK: - Sending
+    /// One due row (see `settleDue`); false when another gateway took it first.
+    func settleInBackground(_ row: LedgerEntry) async -> Bool {
+        let t = now()
+        guard let leased = try? await ledger.lease(row.paymentID, attempts: row.attempts, leaseUntil: t.addingTimeInterval(sendTimeout + timing.margin), now: t)
+        else { return false }
+        let held = Held(leased, deadline: settle.deadline)
+        guard let currency = Currency(row.currency) else {
+            _ = await leaveUnknown(held, reason: "the ledger row's currency is not known to this version")
+            return true
+        }
+        let request = AuthorizationRequest(paymentID: row.paymentID, amount: row.amount, currency: currency)
+        switch await queryStatus(request, timeout: sendTimeout) {
+        case .found(let outcome):
+            metrics.settled("settled")
+            _ = try? await record(outcome, held)
+            logger.notice("payment settled by the processor's status query", metadata: ["payment": "\(row.paymentID)", "status": "\(outcome.status)"])
+        case .notFound where isQuiet(row, at: t):
+            if (try? await ledger.forget(held.paymentID, attempts: held.attempts, heldUntil: held.leaseUntil)) == true {
+                metrics.settled("not_received")
+                logger.notice("payment never received by the processor: nothing charged, ledger row removed", metadata: ["payment": "\(row.paymentID)"])
+            }
+        case .notFound:
+            // Asked too soon after a send: ask again once no send can still arrive.
+            metrics.settled("unknown")
+            _ = await leaveUnknown(held, reason: Self.notKnownYet, at: quietAgain(held))
+        case .unknown(let why):
+            metrics.settled("unknown")
+            _ = await leaveUnknown(held, reason: why)
+        }
+        return true
+    }
 
-    func send(_ request: AuthorizationRequest, card: OpenedCard) async throws -> (Int, ByteBuffer) {
+    // MARK: - Talking to the processor
+
+    /// What one charge request did.
+    enum Attempt: Sendable {
+        case outcome(AuthorizationOutcome)
+        /// No connection was made: nothing left this host.
+        case notConnected(String)
+        /// A 5xx answer.
+        case serverError(Int)
+        /// Sent; the answer was lost or is not a clear outcome.
+        case unknown(String)
+    }
+
+    /// Sends the charge request once.
+    /// - Throws: `ProcessorRefusal` (a filled-in URL the template may not send to) or
+    ///   `ProcessorUnavailable` (a variable not set): both before anything is sent.
+    func charge(_ request: AuthorizationRequest, card: OpenedCard, timeout: Double) async throws -> Attempt {
         let url = try render(template.url, request, percentEncode: true)
-        // Only the template's host (or its allowed_hosts), over https: checked before anything is sent.
+        try check(url)
+        var headers: [(String, String)] = []
+        for (name, value) in template.headers { headers.append((name, try render(value, request))) }
+        let body = try renderBody(request, card: card)
+        let contentType = switch template.body {
+        case .form: "application/x-www-form-urlencoded"
+        case .json: "application/json"
+        }
+        switch await exchange(method: template.method, url: url, headers: headers, body: body, contentType: contentType, timeout: timeout) {
+        case .notConnected(let why): return .notConnected(why)
+        case .lost(let why): return .unknown(why)
+        case .answered(let status, let data):
+            if status >= 500 { return .serverError(status) }
+            do throws(ProcessorUnavailable) { return .outcome(try template.outcome(httpStatus: status, body: data)) } catch {
+                return .unknown(error.reason)
+            }
+        }
+    }
+
+    /// What the status query told.
+    enum StatusAnswer: Sendable, Equatable {
+        case found(AuthorizationOutcome)
+        /// A `not_found_http_statuses` answer: the processor has no such payment.
+        case notFound
+        case unknown(String)
+    }
+
+    /// Asks the template's status query once (no card data in it).
+    func queryStatus(_ request: AuthorizationRequest, timeout: Double) async -> StatusAnswer {
+        guard let query = settle.status else { return .unknown("the template has no status query") }
+        let url: String
+        var headers: [(String, String)] = []
+        do {
+            url = try render(query.url, request, percentEncode: true)
+            try check(url)
+            for (name, value) in query.headers { headers.append((name, try render(value, request))) }
+        } catch {
+            return .unknown("the status query cannot be sent (\(Self.describe(error)))")
+        }
+        switch await exchange(method: query.method, url: url, headers: headers, body: nil, contentType: nil, timeout: timeout) {
+        case .notConnected(let why), .lost(let why): return .unknown("status query: \(why)")
+        case .answered(let status, let data):
+            if query.notFoundHTTPStatuses.contains(status) { return .notFound }
+            do throws(ProcessorUnavailable) { return .found(try template.outcome(httpStatus: status, body: data)) } catch {
+                return .unknown("status query: \(error.reason)")
+            }
+        }
+    }
+
+    /// Refuses a filled-in URL the template may not send to, before anything is sent.
+    func check(_ url: String) throws(ProcessorRefusal) {
         do throws(RelayTemplate.Invalid) { try destination.check(url) } catch {
             throw ProcessorRefusal(status: 422, code: error.code, message: error.message)
         }
-        var outbound = HTTPClientRequest(url: url)
-        outbound.method = .init(rawValue: template.method)
-        for (name, value) in template.headers { outbound.headers.add(name: name, value: try render(value, request)) }
-        let body = try renderBody(request, card: card)
-        var buffer = body.withUnsafeBytes { ByteBuffer(bytes: $0) }
-        switch template.body {
-        case .form: outbound.headers.replaceOrAdd(name: "Content-Type", value: "application/x-www-form-urlencoded")
-        case .json: outbound.headers.replaceOrAdd(name: "Content-Type", value: "application/json")
+    }
+
+    static func describe(_ error: any Error) -> String {
+        switch error {
+        case let e as ProcessorRefusal: e.code
+        case let e as ProcessorUnavailable: e.reason
+        default: "\(type(of: error))"
         }
-        outbound.body = .bytes(buffer)
+    }
+
+    /// What one HTTP exchange did.
+    enum Exchange: Sendable {
+        case answered(Int, ByteBuffer)
+        case notConnected(String)
+        case lost(String)
+    }
+
+    /// One request, never following a redirect. The body (card data) is zeroed when it returns.
+    func exchange(
+        method: String, url: String, headers: [(String, String)], body: SecureBytes?, contentType: String?, timeout: Double
+    ) async -> Exchange {
+        var outbound = HTTPClientRequest(url: url)
+        outbound.method = .init(rawValue: method)
+        for (name, value) in headers { outbound.headers.add(name: name, value: value) }
+        var buffer: ByteBuffer?
+        if let body {
+            buffer = body.withUnsafeBytes { ByteBuffer(bytes: $0) }
+            if let contentType { outbound.headers.replaceOrAdd(name: "Content-Type", value: contentType) }
+            outbound.body = .bytes(buffer!)
+        }
         defer {
             // Best effort: our reference to the request bytes is zeroed once the call is over.
             outbound.body = nil
-            buffer.withUnsafeMutableReadableBytes { raw in if let base = raw.baseAddress { memset(base, 0, raw.count) } }
+            buffer?.withUnsafeMutableReadableBytes { raw in if let base = raw.baseAddress { memset(base, 0, raw.count) } }
         }
         do {
-            let response = try await http.execute(outbound, timeout: .milliseconds(Int64(template.timeout * 1000)))
+            let response = try await http.execute(outbound, timeout: .milliseconds(Int64(max(timeout, 0.05) * 1000)))
             let data = try await response.body.collect(upTo: 256 * 1024)
-            return (Int(response.status.code), data)
+            return .answered(Int(response.status.code), data)
         } catch let error as HTTPClientError where error == .connectTimeout {
-            throw ProcessorUnavailable("connecting to the processor timed out")
+            return .notConnected("connecting to the processor timed out")
         } catch let error as IOError where [ECONNREFUSED, ENETUNREACH, EHOSTUNREACH, ENOENT].contains(error.errnoCode) {
-            throw ProcessorUnavailable("the processor refused the connection")
+            return .notConnected("the processor refused the connection")
         } catch is NIOConnectionError {
-            throw ProcessorUnavailable("the processor cannot be reached")
+            return .notConnected("the processor cannot be reached")
+        } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout {
+            return .lost("the processor did not answer within \(Int(timeout.rounded(.up))) s")
+        } catch let error as HTTPClientError where error == .remoteConnectionClosed {
+            return .lost("the processor closed the connection without answering")
         } catch {
-            throw ProcessorOutcomeUnknown("the processor call failed after sending (\(type(of: error)))")
-        }
-    }
-
-    /// Maps the processor's answer; 5xx and unreadable answers are `ProcessorUnavailable`.
-    func map(status: Int, body: ByteBuffer) throws -> AuthorizationOutcome {
-        let m = template.response
-        if status >= 500 { throw ProcessorUnavailable("the processor answered \(status)") }
-        // Redirects are never followed, and a redirect is no outcome: unknown, like a 5xx.
-        if (300..<400).contains(status) { throw ProcessorUnavailable("the processor answered a redirect (\(status)), not followed") }
-        let json = try? JSONSerialization.jsonObject(with: Data(buffer: body))
-        if m.declinedHTTPStatuses.contains(status) {
-            let code = m.errorDeclineCodePath.flatMap { Self.value(at: $0, in: json) } ?? "generic_decline"
-            return .declined(code: Self.code(code), reference: m.referencePath.flatMap { Self.value(at: $0, in: json) })
-        }
-        guard (200..<300).contains(status), let value = Self.value(at: m.statusPath, in: json) else {
-            throw ProcessorUnavailable("the processor answered \(status) without a readable status")
-        }
-        let reference = m.referencePath.flatMap { Self.value(at: $0, in: json) }
-        if m.succeeded.contains(value) { return .succeeded(reference: reference ?? "") }
-        if m.declined.contains(value) {
-            return .declined(code: Self.code(m.declineCodePath.flatMap { Self.value(at: $0, in: json) } ?? "generic_decline"), reference: reference)
-        }
-        if m.requiresAction.contains(value) {
-            return .requiresAction(ThreeDSChallenge(transactionID: reference ?? "", payload: "", challengeURL: ""))
-        }
-        throw ProcessorUnavailable("the processor answered an unknown status")
-    }
-
-    /// Minor units as a decimal in major units: 1050, 2 → "10.50"; 1050, 0 → "1050".
-    static func major(_ amount: Int, exponent: Int) -> String {
-        guard exponent > 0 else { return String(amount) }
-        var unit = 1
-        for _ in 0..<exponent { unit *= 10 }
-        let fraction = String(amount % unit)
-        return "\(amount / unit)." + String(repeating: "0", count: exponent - fraction.count) + fraction
-    }
-
-    /// A decline code as the vault passes it on: lower-snake ASCII, at most 64 characters.
-    static func code(_ raw: String) -> String {
-        let cleaned = String(raw.lowercased().unicodeScalars.map { ("a"..."z").contains($0) || ("0"..."9").contains($0) ? Character($0) : "_" }.prefix(64))
-        return cleaned.isEmpty ? "generic_decline" : cleaned
-    }
-
-    static func value(at path: String, in json: Any?) -> String? {
-        var current = json
-        for key in path.split(separator: ".") { current = (current as? [String: Any])?[String(key)] }
-        switch current {
-        case let s as String: return s
-        case let n as NSNumber: return n.stringValue
-        default: return nil
-        }
-    }
-
-    // MARK: - Rendering
-
-    /// URL and header values: no card fields (the template was checked on load). In a URL, values
-    /// are percent-encoded (a base URL from `{{env:…}}` is taken as it is).
-    func render(_ text: String, _ request: AuthorizationRequest, percentEncode: Bool = false) throws -> String {
-        var out = ""
-        var rest = Substring(text)
-        while let open = rest.range(of: "{{"), let close = rest.range(of: "}}", range: open.upperBound..<rest.endIndex) {
-            out += rest[..<open.lowerBound]
-            let name = String(rest[open.upperBound..<close.lowerBound])
-            let value = try plainValue(name, request)
-            out += percentEncode && !name.hasPrefix("env:") ? String(decoding: Self.encode(Array(value.utf8), .form).map { $0 == 43 ? 0x20 : $0 }, as: UTF8.self)
-                .replacingOccurrences(of: " ", with: "%20") : value
-            rest = rest[close.upperBound...]
-        }
-        return out + rest
-    }
-
-    func plainValue(_ name: String, _ request: AuthorizationRequest) throws -> String {
-        switch name {
-        case "amount", "#amount": return String(request.amount)
-        case "amount_major", "#amount_major": return Self.major(request.amount, exponent: request.currency.exponent)
-        case "currency": return request.currency.code
-        case "currency_lower": return request.currency.code.lowercased()
-        case "payment_id": return request.paymentID
-        // The payment id: unique per payment and the same on every retry of it. The caller's
-        // idempotency key is free text scoped to the caller and never leaves the vault.
-        case "idempotency_key": return request.paymentID
-        case _ where name.hasPrefix("env:"):
-            guard let v = environment[String(name.dropFirst(4))] else {
-                throw ProcessorUnavailable("the relay template needs $\(name.dropFirst(4)), which is not set")
-            }
-            return v
-        default: throw ProcessorUnavailable("placeholder {{\(name)}} has no value here")
-        }
-    }
-
-    enum Encoding { case form, json }
-
-    /// A piece of the body: bytes in clear that are not card data, or a card field (copied from
-    /// `SecureBytes` straight into the body's `SecureBytes`).
-    enum Piece {
-        case plain([UInt8])
-        case secret(SecureBytes)
-    }
-
-    func renderBody(_ request: AuthorizationRequest, card: OpenedCard) throws -> SecureBytes {
-        var pieces: [Piece] = []
-        let encoding: Encoding
-        switch template.body {
-        case .form(let pairs):
-            encoding = .form
-            for (i, (key, value)) in pairs.enumerated() {
-                pieces.append(.plain(Self.encode(Array((i == 0 ? "" : "&").utf8), .form, raw: true) + Self.encode(Array(key.utf8), .form) + [UInt8(ascii: "=")]))
-                try pieces += segments(value, request, card: card, encoding: .form)
-            }
-        case .json(let text):
-            encoding = .json
-            // "{{#amount}}" (with its quotes) becomes a bare number.
-            let numeric = text.replacingOccurrences(of: "\"{{#amount}}\"", with: String(request.amount))
-                .replacingOccurrences(of: "\"{{#amount_major}}\"", with: Self.major(request.amount, exponent: request.currency.exponent))
-                .replacingOccurrences(of: "\"{{#exp_month}}\"", with: String(card.card.expiry.month))
-                .replacingOccurrences(of: "\"{{#exp_year}}\"", with: String(card.card.expiry.year))
-            try pieces += segments(numeric, request, card: card, encoding: .json, literalIsEncoded: true)
-        }
-        _ = encoding
-        let size = pieces.reduce(0) { n, p in
-            switch p {
-            case .plain(let b): n + b.count
-            case .secret(let s): n + s.count
-            }
-        }
-        return SecureBytes(capacity: max(size, 1)) { out in
-            var at = 0
-            for p in pieces {
-                switch p {
-                case .plain(let b):
-                    b.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: out[at..<(at + b.count)]).copyMemory(from: $0) }
-                    at += b.count
-                case .secret(let s):
-                    s.withUnsafeBytes { raw in
-                        if raw.count > 0 { UnsafeMutableRawBufferPointer(rebasing: out[at..<(at + raw.count)]).copyMemory(from: raw) }
-                    }
-                    at += s.count
-                }
-            }
-            return at
-        }
-    }
-
-    /// Splits a template value into pieces; card placeholders become encoded `SecureBytes`.
-    func segments(_ text: String, _ request: AuthorizationRequest, card: OpenedCard, encoding: Encoding, literalIsEncoded: Bool = false) throws -> [Piece] {
-        var out: [Piece] = []
-        var rest = Substring(text)
-        func literal(_ s: Substring) {
-            guard !s.isEmpty else { return }
-            out.append(.plain(literalIsEncoded ? Array(s.utf8) : Self.encode(Array(s.utf8), encoding)))
-        }
-        while let open = rest.range(of: "{{"), let close = rest.range(of: "}}", range: open.upperBound..<rest.endIndex) {
-            literal(rest[..<open.lowerBound])
-            let name = String(rest[open.upperBound..<close.lowerBound])
-            switch name {
-            case "pan": out.append(.secret(Self.encodeSecret(card.card.number, encoding)))
-            case "cvc": out.append(.secret(Self.encodeSecret(card.card.cvc ?? SecureBytes(capacity: 0) { _ in 0 }, encoding)))
-            case "name": out.append(.secret(Self.encodeSecret(card.card.name ?? SecureBytes(capacity: 0) { _ in 0 }, encoding)))
-            case "exp_month": out.append(.plain(Array((card.card.expiry.month < 10 ? "0" : "").utf8) + Array(String(card.card.expiry.month).utf8)))
-            case "exp_year": out.append(.plain(Array(String(card.card.expiry.year).utf8)))
-            case "exp_year2": out.append(.plain(Array(String(format: "%02d", card.card.expiry.year % 100).utf8)))
-            default: out.append(.plain(Self.encode(Array(try plainValue(name, request).utf8), encoding)))
-            }
-            rest = rest[close.upperBound...]
-        }
-        literal(rest)
-        return out
-    }
-
-    static func encodedCount(_ b: UInt8, _ e: Encoding) -> Int {
-        switch e {
-        case .form: return isUnreserved(b) || b == 32 ? 1 : 3
-        case .json: return b == 0x22 || b == 0x5C ? 2 : (b < 0x20 ? 6 : 1)
-        }
-    }
-
-    static func isUnreserved(_ b: UInt8) -> Bool {
-        (48...57).contains(b) || (65...90).contains(b) || (97...122).contains(b) || b == 45 || b == 46 || b == 95 || b == 126
-    }
-
-    static let hex = Array("0123456789ABCDEF".utf8)
-
-    static func encode(_ b: UInt8, _ e: Encoding, into out: UnsafeMutableRawBufferPointer, at i: inout Int) {
-        switch e {
-        case .form:
-            if isUnreserved(b) { out[i] = b; i += 1 } else if b == 32 { out[i] = 43; i += 1 } else {
-                out[i] = 37; out[i + 1] = hex[Int(b >> 4)]; out[i + 2] = hex[Int(b & 15)]; i += 3
-            }
-        case .json:
-            if b == 0x22 || b == 0x5C { out[i] = 0x5C; out[i + 1] = b; i += 2 } else if b < 0x20 {
-                for (k, c) in Array("\\u00".utf8).enumerated() { out[i + k] = c }
-                out[i + 4] = hex[Int(b >> 4)]; out[i + 5] = hex[Int(b & 15)]; i += 6
-            } else { out[i] = b; i += 1 }
-        }
-    }
-
-    static func encode(_ bytes: [UInt8], _ e: Encoding, raw: Bool = false) -> [UInt8] {
-        if raw { return bytes }
-        var out = [UInt8](repeating: 0, count: bytes.reduce(0) { $0 + encodedCount($1, e) })
-        out.withUnsafeMutableBytes { buf in
-            var i = 0
-            for b in bytes { encode(b, e, into: buf, at: &i) }
-        }
-        return out
-    }
-
-    static func encodeSecret(_ s: SecureBytes, _ e: Encoding) -> SecureBytes {
-        s.withUnsafeBytes { raw in
-            let n = raw.reduce(0) { $0 + encodedCount($1, e) }
-            return SecureBytes(capacity: max(n, 1)) { out in
-                var i = 0
-                for b in raw { encode(b, e, into: out, at: &i) }
-                return i
-            }
+            return .lost("the processor call failed after sending (\(type(of: error)))")
         }
     }
 
     // MARK: - Ledger
 
-    static func outcome(_ row: Row) -> AuthorizationOutcome? {
-        let state: String = row["state"]
-        guard state == "done", let status: String = row["status"] else { return nil }
+    static func outcome(_ row: LedgerEntry) -> AuthorizationOutcome? {
+        guard row.state == .done, let status = row.status else { return nil }
         switch status {
-        case "succeeded": return .succeeded(reference: row["reference"] ?? "")
-        case "requires_action": return .requiresAction(ThreeDSChallenge(transactionID: row["reference"] ?? "", payload: "", challengeURL: ""))
-        default: return .declined(code: row["decline_code"] ?? "generic_decline", reference: row["reference"])
+        case "succeeded": return .succeeded(reference: row.reference ?? "")
+        case "requires_action": return .requiresAction(ThreeDSChallenge(transactionID: row.reference ?? "", payload: "", challengeURL: ""))
+        default: return .declined(code: row.declineCode ?? "generic_decline", reference: row.reference)
         }
     }
 
@@ -436,16 +625,10 @@ public final class RelayProcessor: PaymentProcessor {
         }
     }
 
-    private func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        do { return try await ledger.write(body) } catch let error as ProcessorUnavailable { throw error } catch {
-            throw ProcessorUnavailable("the relay ledger failed")
-        }
+    /// A ledger operation before this call sends. A store that fails is an unknown outcome (504),
+    /// never "nothing charged": the payment id may have been sent by an earlier call, and a 503
+    /// would let the sidecar drop a payment that was charged.
+    func store<T>(_ what: String, _ body: () async throws(StoreError) -> T) async throws(ProcessorOutcomeUnknown) -> T {
+        do { return try await body() } catch { throw ProcessorOutcomeUnknown("the ledger failed to \(what) (\(error.code)); nothing was sent by this call") }
     }
-}
-
-/// The processor may have acted but its answer was lost (timeout): 504, the payment stays open.
-public struct ProcessorOutcomeUnknown: Error, Sendable, CustomStringConvertible {
-    public var reason: String
-    public init(_ reason: String) { self.reason = reason }
-    public var description: String { "GATEWAY_UNAVAILABLE (outcome unknown): \(reason)" }
 }

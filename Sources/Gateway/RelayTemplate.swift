@@ -39,6 +39,44 @@ import VaultCrypto
 /// proxy). The request goes only to the host of that URL or one listed in
 /// `request.allowed_hosts`; a filled-in URL with another host is refused before anything is sent
 /// (`RELAY_URL_NOT_ALLOWED`). Redirects are never followed: a 3xx answer is an unknown outcome.
+///
+/// Settlement (DESIGN §7): how an unknown outcome (a timeout, a 5xx, a dropped connection, a 3xx,
+/// an unreadable answer, a gateway that died mid-call) is found out. Optional `"settle"` section:
+///
+/// ```json
+/// "settle": {
+///   "resend": true,
+///   "status": {"method": "GET", "url": "{{env:RELAY_BASE_URL}}/v1/charges/{{idempotency_key}}",
+///              "headers": [["Authorization", "Bearer {{env:KEY}}"]], "not_found_http_statuses": [404]},
+///   "server_errors": "unknown",
+///   "retry_within_seconds": 10,
+///   "deadline_seconds": 86400
+/// }
+/// ```
+///
+/// - `resend` (default false): re-sending the same request with the same processor idempotency
+///   key is safe: the processor answers the first result and charges once. Only then does the
+///   gateway send a payment id again (in the call, and when the sidecar re-posts the envelope).
+/// - `status` (optional): a query of the payment by payment id / idempotency key. No card
+///   placeholders (`{{pan}}`, `{{cvc}}`, …) anywhere in it, no body; its URL goes through the same
+///   destination check as the charge URL (https, the template's host or `allowed_hosts`, never a
+///   redirect). Its answer is read with the template's `response` mapping; a status in
+///   `not_found_http_statuses` (4xx, default `[404]`) means the processor never received the
+///   payment id. The gateway asks it in the call and, in the background, for rows left unknown.
+/// - `server_errors` (default `unknown`): what a 5xx answer to the first send means for this
+///   processor. `not_charged` (processors that document "5xx = nothing was charged"): the ledger
+///   row is released and the answer is 503, as for a connection never made. `unknown`: the
+///   outcome is unknown, like a timeout.
+/// - `retry_within_seconds` (default 0, at most 25): how long the call keeps trying (status query,
+///   re-send) with exponential backoff and full jitter while the opened card is in hand. The
+///   whole call stays under 25 s, inside the sidecar's 30 s gateway timeout.
+/// - `deadline_seconds` (default 86400, 60 to 2592000): after this long from the first send an
+///   outcome still unknown is reported `unknown` (an operator settles it: `vault payments
+///   settle`). With `resend`, keep it below the processor's idempotency-key lifetime (Stripe
+///   keeps keys 24 h: a re-send after that would be a new charge).
+///
+/// Without a `settle` section an unknown outcome is never re-sent nor asked about: it stays
+/// unknown until the deadline, then is reported.
 public struct RelayTemplate: Sendable {
     public enum Body: Sendable {
         case form([(String, String)])
@@ -69,6 +107,35 @@ public struct RelayTemplate: Sendable {
     public var allowedHosts: Set<String>
     /// `request.allow_http_loopback`: `http` to a loopback host is allowed (development only).
     public var allowHTTPLoopback: Bool
+    /// How unknown outcomes are settled (the `settle` section; defaults without one).
+    public var settle: Settlement
+
+    /// The `settle` section (see the type's documentation).
+    public struct Settlement: Sendable {
+        /// What a 5xx answer means.
+        public enum ServerErrors: String, Sendable { case unknown, notCharged = "not_charged" }
+
+        /// A status query: no body, no card fields.
+        public struct StatusQuery: Sendable {
+            public var method: String
+            public var url: String
+            public var headers: [(String, String)]
+            /// 4xx statuses that mean "the processor never received this payment id".
+            public var notFoundHTTPStatuses: Set<Int>
+        }
+
+        public var resend = false
+        public var status: StatusQuery?
+        public var serverErrors = ServerErrors.unknown
+        public var retryWithin: Double = 0
+        public var deadline: Double = 86400
+
+        /// The longest a call may keep retrying (the whole call stays inside the sidecar's 30 s).
+        public static let maxRetryWithin: Double = 25
+        public static let deadlineRange: ClosedRange<Double> = 60...(30 * 86400)
+
+        public init() {}
+    }
 
     public struct Invalid: Error, CustomStringConvertible, Sendable {
         /// `RELAY_TEMPLATE_INVALID`, or `RELAY_URL_NOT_ALLOWED` for a URL the relay may not send to.
@@ -143,6 +210,7 @@ public struct RelayTemplate: Sendable {
         guard self.response.declinedHTTPStatuses.allSatisfy({ (400..<500).contains($0) }) else {
             throw Invalid(message: "response.declined_http_statuses lists 4xx statuses only")
         }
+        settle = try Self.settlement(root["settle"], response: self.response)
         // Card data only in the body: a URL or header may end up in a proxy's or processor's logs.
         for (where_, text) in [("request.url", url)] + headers.map({ ("request.headers \($0.0)", $0.1) }) {
             for p in Self.placeholders(in: text) where Self.cardPlaceholders.contains(p) {
@@ -160,13 +228,98 @@ public struct RelayTemplate: Sendable {
             throw Invalid(message: "the headers or the body carry {{idempotency_key}} or {{payment_id}} (the processor's idempotency key)")
         }
         // A URL with an `{{env:…}}` part is checked when the gateway starts, with its environment.
-        if !url.contains("{{env:") { _ = try destination(environment: [:]) }
+        if !url.contains("{{env:") && !(settle.status?.url.contains("{{env:") ?? false) { _ = try destination(environment: [:]) }
+    }
+
+    /// Parses and checks the `settle` section.
+    static func settlement(_ value: Any?, response: ResponseMapping) throws(Invalid) -> Settlement {
+        var s = Settlement()
+        guard let value else { return s }
+        guard let root = value as? [String: Any] else { throw Invalid(message: "settle is an object") }
+        let known: Set<String> = ["resend", "status", "server_errors", "retry_within_seconds", "deadline_seconds"]
+        if let extra = Set(root.keys).subtracting(known).sorted().first {
+            throw Invalid(message: "settle has no \"\(extra)\" (it has \(known.sorted().joined(separator: ", ")))")
+        }
+        if let resend = root["resend"] {
+            guard let b = resend as? Bool else { throw Invalid(message: "settle.resend is true or false") }
+            s.resend = b
+        }
+        if let errors = root["server_errors"] {
+            guard let text = errors as? String, let e = Settlement.ServerErrors(rawValue: text) else {
+                throw Invalid(message: "settle.server_errors is \"unknown\" or \"not_charged\"")
+            }
+            s.serverErrors = e
+        }
+        func seconds(_ key: String, _ range: ClosedRange<Double>) throws(Invalid) -> Double? {
+            guard let v = root[key] else { return nil }
+            guard let n = (v as? NSNumber)?.doubleValue, n.isFinite, range.contains(n) else {
+                throw Invalid(message: "settle.\(key) is a number of seconds from \(Int(range.lowerBound)) to \(Int(range.upperBound))")
+            }
+            return n
+        }
+        s.retryWithin = try seconds("retry_within_seconds", 0...Settlement.maxRetryWithin) ?? 0
+        s.deadline = try seconds("deadline_seconds", Settlement.deadlineRange) ?? s.deadline
+        if let status = root["status"] {
+            guard let q = status as? [String: Any] else { throw Invalid(message: "settle.status is an object") }
+            let knownQuery: Set<String> = ["method", "url", "headers", "not_found_http_statuses"]
+            if let extra = Set(q.keys).subtracting(knownQuery).sorted().first {
+                throw Invalid(message: "settle.status has no \"\(extra)\" (it has \(knownQuery.sorted().joined(separator: ", ")); a status query has no body)")
+            }
+            guard let url = q["url"] as? String, !url.isEmpty else { throw Invalid(message: "settle.status.url is an https URL") }
+            let method = (q["method"] as? String ?? "GET").uppercased()
+            guard ["GET", "POST"].contains(method) else { throw Invalid(message: "settle.status.method is GET or POST") }
+            var headers: [(String, String)] = []
+            if let h = q["headers"] {
+                guard let list = h as? [[String]], list.allSatisfy({ $0.count == 2 }) else {
+                    throw Invalid(message: "settle.status.headers is a list of [name, value] pairs")
+                }
+                headers = list.map { ($0[0], $0[1]) }
+            }
+            var notFound: Set<Int> = [404]
+            if let n = q["not_found_http_statuses"] {
+                guard let list = n as? [Int], !list.isEmpty, list.allSatisfy({ (400..<500).contains($0) }) else {
+                    throw Invalid(message: "settle.status.not_found_http_statuses lists 4xx statuses")
+                }
+                notFound = Set(list)
+            }
+            if !notFound.isDisjoint(with: response.declinedHTTPStatuses) {
+                throw Invalid(message: "settle.status.not_found_http_statuses and response.declined_http_statuses share a status")
+            }
+            // A status query never carries card data: it is not the charge, and a URL or header
+            // may end up in a proxy's or processor's logs.
+            for text in [url] + headers.map(\.1) {
+                for p in placeholders(in: text) {
+                    guard otherPlaceholders.contains(p) || p.hasPrefix("env:") else {
+                        throw Invalid(message: cardPlaceholders.contains(p)
+                            ? "settle.status uses {{\(p)}}: a status query carries no card data"
+                            : "unknown placeholder {{\(p)}} in settle.status")
+                    }
+                }
+            }
+            s.status = Settlement.StatusQuery(method: method, url: url, headers: headers, notFoundHTTPStatuses: notFound)
+        }
+        return s
     }
 
     /// Where this template may send, its `{{env:…}}` URL parts filled in from `environment`.
     /// - Throws: `RELAY_URL_NOT_ALLOWED` (not https; http not to loopback or not allowed; no host),
     ///   `RELAY_TEMPLATE_INVALID` (a variable of the URL is not set).
+    /// The status query's URL (`settle.status.url`) is checked the same way and may name only
+    /// those hosts.
     public func destination(environment: [String: String]) throws(Invalid) -> Destination {
+        let charge = try destination(of: url, "request.url", environment: environment)
+        if let status = settle.status {
+            let query = try destination(of: status.url, "settle.status.url", environment: environment)
+            guard query.hosts.isSubset(of: charge.hosts) else {
+                throw Invalid(
+                    code: "RELAY_URL_NOT_ALLOWED",
+                    message: "settle.status.url names a host that is not request.url's nor in allowed_hosts")
+            }
+        }
+        return charge
+    }
+
+    func destination(of url: String, _ what: String, environment: [String: String]) throws(Invalid) -> Destination {
         // Fill in {{env:…}}; any other placeholder becomes a neutral "0" (it is percent-encoded
         // when sent, so it cannot add a scheme or an authority where there was none).
         var filled = ""
@@ -176,7 +329,7 @@ public struct RelayTemplate: Sendable {
             let name = String(rest[open.upperBound..<close.lowerBound])
             if name.hasPrefix("env:") {
                 guard let value = environment[String(name.dropFirst(4))] else {
-                    throw Invalid(message: "request.url needs $\(name.dropFirst(4)), which is not set")
+                    throw Invalid(message: "\(what) needs $\(name.dropFirst(4)), which is not set")
                 }
                 filled += value
             } else {
@@ -190,15 +343,15 @@ public struct RelayTemplate: Sendable {
         let schemeEnd = filled.range(of: "://")
         let authority = schemeEnd.map { filled[$0.upperBound...].prefix { !"/?#".contains($0) } } ?? ""
         if filled[..<(schemeEnd?.lowerBound ?? filled.endIndex)].contains("\u{1}") {
-            throw Invalid(code: "RELAY_URL_NOT_ALLOWED", message: "request.url has a placeholder in its scheme")
+            throw Invalid(code: "RELAY_URL_NOT_ALLOWED", message: "\(what) has a placeholder in its scheme")
         }
         if authority.contains("\u{1}") {
             guard !allowedHosts.isEmpty else {
-                throw Invalid(code: "RELAY_URL_NOT_ALLOWED", message: "request.url has a placeholder in its host: list the hosts it may name in request.allowed_hosts")
+                throw Invalid(code: "RELAY_URL_NOT_ALLOWED", message: "\(what) has a placeholder in its host: list the hosts it may name in request.allowed_hosts")
             }
             let scheme = String(filled[..<schemeEnd!.lowerBound]).lowercased()
             guard scheme == "https" || (scheme == "http" && allowHTTPLoopback && allowedHosts.allSatisfy(Self.isLoopback)) else {
-                throw Invalid(code: "RELAY_URL_NOT_ALLOWED", message: "request.url is an https URL")
+                throw Invalid(code: "RELAY_URL_NOT_ALLOWED", message: "\(what) is an https URL")
             }
             return Destination(hosts: allowedHosts, allowHTTPLoopback: allowHTTPLoopback)
         }

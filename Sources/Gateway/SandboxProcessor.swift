@@ -1,6 +1,6 @@
 import CardRules
 import Foundation
-import GRDB
+import Store
 import Money
 import VaultCrypto
 import VaultOpen
@@ -18,12 +18,14 @@ import VaultOpen
 /// | 4000 0000 0000 0127 | declined `incorrect_cvc` |
 /// | 4000 0000 0000 0119 | declined `processing_error` |
 ///
-/// Like a real processor it is idempotent by payment id, durably: its charges live in a SQLite
-/// file (`sandbox_charges`), and a second authorization of the same payment returns the first
-/// outcome without charging again, also after a restart.
+/// Like a real processor it is idempotent by payment id, durably: its charges are rows of the
+/// processor ledger in the vault's store (`vault_ledger`, with the 3-D Secure challenges in
+/// `vault_sandbox_3ds`), and a second authorization of the same payment returns the first outcome
+/// without charging again, also after a restart and through another gateway of the store. The
+/// sandbox decides at once: its outcomes are never unknown.
 public final class SandboxProcessor: PaymentProcessor {
     public let name = "sandbox"
-    private let db: DatabaseQueue
+    private let ledger: LedgerStore
     private let now: @Sendable () -> Date
     /// Base of the challenge URLs of the sandbox ACS.
     let challengeBase: String
@@ -42,45 +44,12 @@ public final class SandboxProcessor: PaymentProcessor {
 
     enum Rule: Equatable { case decline(String), challenge }
 
-    /// Opens (creating if needed) the sandbox's charge ledger at `path`.
+    /// The sandbox over a migrated store's ledger.
     public init(
-        ledgerPath path: String, threeDS: ThreeDSValidator, challengeBase: String = "/v1/sandbox/3ds/",
+        ledger: LedgerStore, threeDS: ThreeDSValidator, challengeBase: String = "/v1/sandbox/3ds/",
         now: @escaping @Sendable () -> Date = Date.init
-    ) throws {
-        var config = Configuration()
-        // WAL: one fsync per commit instead of a rollback journal's several; FULL: durable on return.
-        config.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA journal_mode = WAL")
-            try db.execute(sql: "PRAGMA synchronous = FULL")
-        }
-        db = try DatabaseQueue(path: path, configuration: config)
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("sandbox-v1") { db in
-            try db.execute(sql: """
-                CREATE TABLE sandbox_charges (
-                    payment_id TEXT PRIMARY KEY NOT NULL,
-                    amount INTEGER NOT NULL,
-                    currency TEXT NOT NULL,
-                    status TEXT NOT NULL,
-                    decline_code TEXT,
-                    reference TEXT,
-                    transaction_id TEXT,
-                    created_at INTEGER NOT NULL,
-                    envelope_id TEXT NOT NULL DEFAULT ''
-                )
-                """)
-            // 3-D Secure challenges (the jti of the challenge request is the result's aud) and
-            // the result ids already used (a result confirms one payment, once).
-            try db.execute(sql: """
-                CREATE TABLE sandbox_3ds (
-                    transaction_id TEXT PRIMARY KEY NOT NULL,
-                    payment_id TEXT NOT NULL,
-                    request_jti TEXT NOT NULL
-                )
-                """)
-            try db.execute(sql: "CREATE TABLE sandbox_3ds_used (jti TEXT PRIMARY KEY NOT NULL)")
-        }
-        try migrator.migrate(db)
+    ) {
+        self.ledger = ledger
         self.threeDS = threeDS
         self.challengeBase = challengeBase
         self.now = now
@@ -88,51 +57,43 @@ public final class SandboxProcessor: PaymentProcessor {
 
     public func authorize(_ request: AuthorizationRequest, card: OpenedCard) async throws -> AuthorizationOutcome {
         let decided = decide(request, card: card)
-        do {
-            return try await db.write { db in
-                if let row = try Row.fetchOne(
-                    db, sql: "SELECT status, decline_code, reference, transaction_id, amount, currency, envelope_id FROM sandbox_charges WHERE payment_id = ?",
-                    arguments: [request.paymentID]) {
-                    // A payment id is one charge: the same id with another amount, currency or card is refused.
-                    let amount: Int = row["amount"], currency: String = row["currency"], envelopeID: String = row["envelope_id"]
-                    guard amount == request.amount, currency == request.currency.code, envelopeID == card.envelopeID else {
-                        throw PaymentIDReused()
-                    }
-                    return Self.outcome(row: row, base: self.challengeBase, paymentID: request.paymentID)
-                }
-                var code: String?, reference: String?, transaction: String?
-                switch decided {
-                case .succeeded(let r): reference = r
-                case .declined(let c, let r): code = c; reference = r
-                case .requiresAction(let ch): transaction = ch.transactionID
-                }
-                if case .requiresAction(let ch) = decided {
-                    try db.execute(
-                        sql: "INSERT INTO sandbox_3ds (transaction_id, payment_id, request_jti) VALUES (?, ?, ?)",
-                        arguments: [ch.transactionID, request.paymentID, RandomID.make(prefix: "jti_")])
-                }
-                try db.execute(
-                    sql: "INSERT INTO sandbox_charges (payment_id, amount, currency, status, decline_code, reference, transaction_id, created_at, envelope_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    arguments: [request.paymentID, request.amount, request.currency.code, decided.status, code, reference, transaction,
-                                Int64(self.now().timeIntervalSince1970), card.envelopeID])
-                return decided
+        var entry = LedgerEntry(
+            paymentID: request.paymentID, processor: name, amount: request.amount, currency: request.currency.code,
+            envelopeID: card.envelopeID, state: .done, status: decided.status, createdAt: now())
+        var challenge: (transactionID: String, requestJTI: String)?
+        switch decided {
+        case .succeeded(let r): entry.reference = r
+        case .declined(let c, let r): (entry.declineCode, entry.reference) = (c, r)
+        case .requiresAction(let ch):
+            entry.transactionID = ch.transactionID
+            // The challenge request's jti: the audience of the result JWT that confirms it.
+            challenge = (ch.transactionID, RandomID.make(prefix: "jti_"))
+        }
+        let claim: LedgerClaim
+        do { claim = try await ledger.claim(entry, challenge: challenge) } catch {
+            throw ProcessorUnavailable("the sandbox ledger failed (\(error.code))")
+        }
+        switch claim {
+        case .claimed: return decided
+        case .existing(let row):
+            // A payment id is one charge: the same id with another amount, currency or card is refused.
+            guard row.sameRequest(amount: request.amount, currency: request.currency.code, envelopeID: card.envelopeID) else {
+                throw PaymentIDReused()
             }
-        } catch let error as PaymentIDReused {
-            throw error
-        } catch {
-            throw ProcessorUnavailable("the sandbox ledger failed: \(error is DatabaseError ? "SQLite error" : "\(type(of: error))")")
+            // A row the sandbox did not write (a relay's, in a shared store) is not its to answer.
+            guard let outcome = Self.outcome(row: row, base: challengeBase) else { throw PaymentInProgress() }
+            return outcome
         }
     }
 
-    public func outcome(of paymentID: String) async throws(ProcessorUnavailable) -> AuthorizationOutcome? {
-        do {
-            return try await db.read { db in
-                try Row.fetchOne(db, sql: "SELECT status, decline_code, reference, transaction_id FROM sandbox_charges WHERE payment_id = ?", arguments: [paymentID])
-                    .map { Self.outcome(row: $0, base: self.challengeBase, paymentID: paymentID) }
-            }
-        } catch {
-            throw ProcessorUnavailable("the sandbox ledger failed")
+    public func authorization(of paymentID: String) async throws(ProcessorUnavailable) -> AuthorizationState? {
+        let row: LedgerEntry?
+        do { row = try await ledger.entry(paymentID) } catch { throw ProcessorUnavailable("the sandbox ledger failed (\(error.code))") }
+        guard let row else { return nil }
+        guard let outcome = Self.outcome(row: row, base: challengeBase) else {
+            throw ProcessorUnavailable("this payment id is another processor's, not settled yet")
         }
+        return .outcome(outcome)
     }
 
     /// The sandbox ACS: the cardholder completes challenge `transactionID` with `action`
@@ -142,63 +103,46 @@ public final class SandboxProcessor: PaymentProcessor {
         guard ThreeDSValidator.Action(rawValue: action) != nil else {
             throw ProcessorRefusal(status: 422, code: "THREE_DS_ACTION_INVALID", message: "action is SUCCESS, NOACTION, FAILURE, ERROR, CANCEL or TIMEOUT")
         }
-        let row: Row?
-        do {
-            row = try await db.read { db in try Row.fetchOne(db, sql: "SELECT request_jti FROM sandbox_3ds WHERE transaction_id = ?", arguments: [transactionID]) }
-        } catch {
-            throw ProcessorUnavailable("the sandbox ledger failed")
+        let found: (paymentID: String, requestJTI: String)?
+        do { found = try await ledger.challenge(transactionID) } catch {
+            throw ProcessorUnavailable("the sandbox ledger failed (\(error.code))")
         }
-        guard let row else {
+        guard let found else {
             throw ProcessorRefusal(status: 404, code: "THREE_DS_TRANSACTION_NOT_FOUND", message: "no 3DS challenge with that transaction id")
         }
         let t = now()
         return try await threeDS.sign(
-            action: action, audience: row["request_jti"], issuedAt: t, expiresAt: t.addingTimeInterval(600), id: RandomID.make(prefix: "jti_"))
+            action: action, audience: found.requestJTI, issuedAt: t, expiresAt: t.addingTimeInterval(600), id: RandomID.make(prefix: "jti_"))
     }
 
     public func confirm(paymentID: String, threeDSResult: String) async throws -> AuthorizationOutcome {
-        let found: Row?
-        do {
-            found = try await db.read { db in
-                try Row.fetchOne(db, sql: """
-                    SELECT c.status, t.request_jti FROM sandbox_charges c LEFT JOIN sandbox_3ds t ON t.transaction_id = c.transaction_id
-                    WHERE c.payment_id = ?
-                    """, arguments: [paymentID])
-            }
-        } catch {
-            throw ProcessorUnavailable("the sandbox ledger failed")
+        let found: (entry: LedgerEntry, requestJTI: String?)?
+        do { found = try await ledger.awaitingChallenge(paymentID) } catch {
+            throw ProcessorUnavailable("the sandbox ledger failed (\(error.code))")
         }
         guard let found else {
             throw ProcessorRefusal(status: 404, code: "AUTHORIZATION_NOT_FOUND", message: "the processor has no authorization for this payment id")
         }
-        let status: String = found["status"]
-        guard status == "requires_action", let audience: String = found["request_jti"] else {
+        guard found.entry.state == .done, found.entry.status == "requires_action", let audience = found.requestJTI else {
             throw ProcessorRefusal(status: 409, code: "PAYMENT_NOT_AWAITING_ACTION", message: "this payment is not waiting for 3-D Secure")
         }
         let (action, resultID) = try await threeDS.validate(threeDSResult, expectedAudience: audience, now: now())
         let reference = RandomID.make(prefix: "sbx_")
+        let outcome: AuthorizationOutcome = action.declineCode.map { .declined(code: $0, reference: reference) } ?? .succeeded(reference: reference)
+        let code: String? = if case .declined(let c, _) = outcome { c } else { nil }
+        // One result confirms one payment, once; a second confirmation races in the store and loses.
+        let confirmation: LedgerStore.Confirmation
         do {
-            return try await db.write { db in
-                // One result confirms one payment, once; a second confirmation races here and loses.
-                let used = try Bool.fetchOne(db, sql: "SELECT 1 FROM sandbox_3ds_used WHERE jti = ?", arguments: [resultID]) ?? false
-                if used { throw ThreeDSValidator.Failure(code: "THREE_DS_JWT_REPLAYED", message: "this 3DS result was already used") }
-                try db.execute(sql: "INSERT INTO sandbox_3ds_used (jti) VALUES (?)", arguments: [resultID])
-                let outcome: AuthorizationOutcome = action.declineCode.map { .declined(code: $0, reference: reference) } ?? .succeeded(reference: reference)
-                let code: String? = if case .declined(let c, _) = outcome { c } else { nil }
-                try db.execute(
-                    sql: "UPDATE sandbox_charges SET status = ?, decline_code = ?, reference = ? WHERE payment_id = ? AND status = 'requires_action'",
-                    arguments: [outcome.status, code, reference, paymentID])
-                guard db.changesCount == 1 else {
-                    throw ProcessorRefusal(status: 409, code: "PAYMENT_NOT_AWAITING_ACTION", message: "this payment is not waiting for 3-D Secure")
-                }
-                return outcome
-            }
-        } catch let error as ThreeDSValidator.Failure {
-            throw error
-        } catch let error as ProcessorRefusal {
-            throw error
+            confirmation = try await ledger.confirmChallenge(
+                paymentID, resultID: resultID, status: outcome.status, declineCode: code, reference: reference, now: now())
         } catch {
-            throw ProcessorUnavailable("the sandbox ledger failed")
+            throw ProcessorUnavailable("the sandbox ledger failed (\(error.code))")
+        }
+        switch confirmation {
+        case .confirmed: return outcome
+        case .resultReplayed: throw ThreeDSValidator.Failure(code: "THREE_DS_JWT_REPLAYED", message: "this 3DS result was already used")
+        case .notAwaiting:
+            throw ProcessorRefusal(status: 409, code: "PAYMENT_NOT_AWAITING_ACTION", message: "this payment is not waiting for 3-D Secure")
         }
     }
 
@@ -224,12 +168,14 @@ public final class SandboxProcessor: PaymentProcessor {
         return ThreeDSChallenge(transactionID: transaction, payload: payload, challengeURL: base + transaction)
     }
 
-    static func outcome(row: Row, base: String, paymentID: String) -> AuthorizationOutcome {
-        let status: String = row["status"]
+    /// A done row as the sandbox answers it; nil for a row that is not done.
+    static func outcome(row: LedgerEntry, base: String) -> AuthorizationOutcome? {
+        guard row.state == .done, let status = row.status else { return nil }
         switch status {
-        case "succeeded": return .succeeded(reference: row["reference"])
-        case "requires_action": return .requiresAction(challenge(transaction: row["transaction_id"], base: base, paymentID: paymentID))
-        default: return .declined(code: row["decline_code"] ?? "generic_decline", reference: row["reference"])
+        case "succeeded": return .succeeded(reference: row.reference ?? "")
+        case "requires_action":
+            return .requiresAction(challenge(transaction: row.transactionID ?? row.reference ?? "", base: base, paymentID: row.paymentID))
+        default: return .declined(code: row.declineCode ?? "generic_decline", reference: row.reference)
         }
     }
 }

@@ -182,11 +182,12 @@ public final class LedgerStore: Sendable {
     }
 
     /// Rows to settle now: `unknown` ones due at `now`, and `sending` ones whose lease ran out (a
-    /// gateway died mid-call). Oldest first.
+    /// gateway died mid-call). Oldest first. A row given up at its deadline (`unknown` without a
+    /// next try, `giveUp`) is never due.
     public func due(now: Date, limit: Int = 100) async throws(StoreError) -> [LedgerEntry] {
         try await db.query("""
             SELECT \(Self.columns) FROM vault_ledger
-            WHERE (state = 'unknown' AND (next_try_at IS NULL OR next_try_at <= ?)) OR (state = 'sending' AND (lease_until IS NULL OR lease_until < ?))
+            WHERE (state = 'unknown' AND next_try_at IS NOT NULL AND next_try_at <= ?) OR (state = 'sending' AND (lease_until IS NULL OR lease_until < ?))
             ORDER BY created_at LIMIT ?
             """, [now, now, limit]).map { (r) throws(StoreError) in try Self.entry(r) }
     }

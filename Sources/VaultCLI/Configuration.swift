@@ -23,8 +23,8 @@ struct ConfigFile {
             "session_max_attempts", "audit_log", "log_level", "log_requests",
         ],
         "gateway": [
-            "socket", "socket_mode", "socket_group", "keys", "ring", "passphrase_file", "processor", "ledger", "allow_uid", "allow_user",
-            "audit_log", "log_level", "log_requests",
+            "socket", "socket_mode", "socket_group", "keys", "ring", "passphrase_file", "processor", "store", "ledger", "settle_interval",
+            "allow_uid", "allow_user", "audit_log", "log_level", "log_requests",
         ],
     ]
 
@@ -74,6 +74,14 @@ struct Settings {
     }
 
     func envName(_ key: String) -> String { "VAULT_\(section.uppercased())_\(key.uppercased())" }
+
+    /// Where a setting's value comes from: 3 a flag, 2 the environment, 1 the file, 0 nowhere (the
+    /// default). For aliases: the value from the highest source wins.
+    func precedence(_ key: String, flag: String?) -> Int {
+        if flag != nil { return 3 }
+        if environment[envName(key)] != nil { return 2 }
+        return file[key] != nil ? 1 : 0
+    }
 
     /// The raw value and where it came from.
     private func lookup(_ key: String, flag: String?) -> (Any, String)? {
@@ -192,7 +200,8 @@ struct SidecarFlags {
 
 /// The gateway's flags as given.
 struct GatewayFlags {
-    var socket, socketMode, socketGroup, keys, ring, passphraseFile, processor, ledger, auditLog, logLevel: String?
+    var socket, socketMode, socketGroup, keys, ring, passphraseFile, processor, store, ledger, auditLog, logLevel: String?
+    var settleInterval: Double?
     var allowUid: [String] = []
     var allowUser: [String] = []
     var logRequests = false
@@ -246,17 +255,40 @@ enum ResolvedConfiguration {
         c.keysDirectory = try s.string("keys", flag: f.keys, default: nil)
         c.ringPath = try s.string("ring", flag: f.ring, default: nil)
         c.passphraseFile = try s.string("passphrase_file", flag: f.passphraseFile, default: nil)
-        let ledger = try s.string("ledger", flag: f.ledger, default: "gateway-ledger.sqlite")!
         let processor = try s.string("processor", flag: f.processor, default: "sandbox")!
-        if processor == "sandbox" {
-            c.processor = .sandbox(ledgerPath: ledger)
-        } else if processor.hasPrefix("sandbox:"), processor.count > 8 {
-            c.processor = .sandbox(ledgerPath: String(processor.dropFirst(8)))
-        } else if processor.hasPrefix("relay:"), processor.count > 6 {
-            c.processor = .relay(templatePath: String(processor.dropFirst(6)), ledgerPath: ledger)
-        } else {
-            throw VaultError(.configInvalid, "gateway.processor must be sandbox, sandbox:LEDGER or relay:TEMPLATE.json", field: "gateway.processor")
+        // The ledger's store: `store`, or its aliases `ledger PATH` and `processor sandbox:PATH`
+        // (both meaning sqlite:PATH). The value from the highest source (flag, environment, file)
+        // wins; two of the same source that disagree are refused.
+        var candidates: [(rank: Int, value: String, setting: String)] = []
+        if let store = try s.string("store", flag: f.store, default: nil) {
+            candidates.append((s.precedence("store", flag: f.store), store, "gateway.store"))
         }
+        if let ledger = try s.string("ledger", flag: f.ledger, default: nil) {
+            candidates.append((s.precedence("ledger", flag: f.ledger), "sqlite:" + ledger, "gateway.ledger"))
+        }
+        if processor == "sandbox" {
+            c.processor = .sandbox
+        } else if processor.hasPrefix("sandbox:"), processor.count > 8 {
+            c.processor = .sandbox
+            candidates.append((s.precedence("processor", flag: f.processor), "sqlite:" + String(processor.dropFirst(8)), "gateway.processor"))
+        } else if processor.hasPrefix("relay:"), processor.count > 6 {
+            c.processor = .relay(templatePath: String(processor.dropFirst(6)))
+        } else {
+            throw VaultError(.configInvalid, "gateway.processor must be sandbox, sandbox:PATH or relay:TEMPLATE.json", field: "gateway.processor")
+        }
+        let top = candidates.map(\.rank).max() ?? 0
+        let chosen = candidates.filter { $0.rank == top }
+        if let first = chosen.first, let other = chosen.first(where: { $0.value != first.value }) {
+            throw VaultError(
+                .configInvalid,
+                "\(first.setting) and \(other.setting) name different ledger stores (\(Settings.redacted(first.value)), \(Settings.redacted(other.value))): give one, gateway.store",
+                field: "gateway.store")
+        }
+        var store = "sqlite:gateway-ledger.sqlite"
+        if let first = chosen.first { store = first.value } else { _ = try s.string("store", flag: nil, default: store) }
+        c.store = try s.checked("store", flag: f.store) { () throws(VaultError) in try StoreLocation(store) }
+        let interval = try s.number("settle_interval", flag: f.settleInterval, default: 2, atLeast: 0.05)
+        c.settleInterval = .milliseconds(Int(interval * 1000))
         var uids = Set<UInt32>()
         for text in try s.list("allow_uid", flag: f.allowUid, default: []) {
             guard let uid = UInt32(text) else {

@@ -23,10 +23,16 @@ struct GatewayCommand: AsyncParsableCommand {
             VAULT_GATEWAY_<SETTING> and the "gateway" section of --config (docs/configuration.md). \
             SIGHUP reloads keys and ring without dropping connections; SIGTERM or SIGINT stops gracefully.
 
+            The processor ledger (one row per payment id sent to the processor) lives in --store: a \
+            SQLite file (default), or PostgreSQL, which any number of gateways share. Outcomes left \
+            unknown by a timeout, a 5xx, a dropped connection or a crash are settled as the relay \
+            template's "settle" section says (docs/errors.md, docs/configuration.md).
+
             Examples:
               vault gateway --keys /etc/vault/gateway-keys --socket /run/vault/gateway.sock --allow-user vault-sidecar
               vault gateway --config /etc/vault/vault.json
-              vault gateway --processor sandbox:/var/lib/vault/sandbox.sqlite --ring Keys/ring.json
+              vault gateway --processor relay:/etc/vault/relay/stripe-style.json --store postgres://vault@db.internal/vault
+              vault gateway --store sqlite:/var/lib/vault/gateway-ledger.sqlite --ring Keys/ring.json
             """
     )
 
@@ -51,11 +57,17 @@ struct GatewayCommand: AsyncParsableCommand {
     @Option(help: "File with the passphrase of protected secret keys (default: the `passphrase` credential, if any).")
     var passphraseFile: String?
 
-    @Option(help: "Processor: sandbox, sandbox:LEDGER, or relay:TEMPLATE.json for a real processor's API (templates in deploy/relay/).")
+    @Option(help: "Processor: sandbox, or relay:TEMPLATE.json for a real processor's API (templates in deploy/relay/). sandbox:PATH is an alias of --processor sandbox --store sqlite:PATH.")
     var processor: String?
 
-    @Option(help: "The processor's durable ledger of charges by payment id, SQLite (default gateway-ledger.sqlite).")
+    @Option(help: "The store of the processor ledger: sqlite:PATH or postgres://user@host/db (default sqlite:gateway-ledger.sqlite). Gateways sharing a PostgreSQL store charge a payment id at most once whichever gets it.")
+    var store: String?
+
+    @Option(help: "Alias of --store sqlite:PATH (kept for existing set-ups).")
     var ledger: String?
+
+    @Option(help: "Seconds between rounds of the background settler of unknown outcomes (default 2).")
+    var settleInterval: Double?
 
     @Option(help: "A uid allowed to call the gateway (repeatable; default: this process's uid).")
     var allowUid: [String] = []
@@ -75,8 +87,8 @@ struct GatewayCommand: AsyncParsableCommand {
     var flags: GatewayFlags {
         GatewayFlags(
             socket: socket, socketMode: socketMode, socketGroup: socketGroup, keys: keys, ring: ring, passphraseFile: passphraseFile,
-            processor: processor, ledger: ledger, auditLog: auditLog, logLevel: logLevel, allowUid: allowUid, allowUser: allowUser,
-            logRequests: logRequests)
+            processor: processor, store: store, ledger: ledger, auditLog: auditLog, logLevel: logLevel, settleInterval: settleInterval,
+            allowUid: allowUid, allowUser: allowUser, logRequests: logRequests)
     }
 
     func run() async throws {

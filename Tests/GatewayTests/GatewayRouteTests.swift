@@ -39,7 +39,9 @@ import VaultOpen
         func withApp(_ body: @escaping @Sendable (any TestClientProtocol) async throws -> Void) async throws {
             let router = Router()
             let threeDS = await ThreeDSValidator(apiKey: Self.threeDSKey, issuer: "vault-sandbox-3ds")
-            GatewayRoutes(opener: EnvelopeOpener(ring: ring), processor: try SandboxProcessor(ledgerPath: ledger, threeDS: threeDS)).register(on: router)
+            // A new handle on the same store each time: a restart of the gateway.
+            GatewayRoutes(opener: EnvelopeOpener(ring: ring), processor: SandboxProcessor(ledger: try await LedgerBackend.sqlite(ledger), threeDS: threeDS))
+                .register(on: router)
             try await Application(router: router).test(.router, body)
         }
 
@@ -287,7 +289,9 @@ final class ThreadSafeBox<T: Sendable>: @unchecked Sendable {
     func withApp(_ f: GatewayRouteTests.Fixture, fingerprintKey: FingerprintKey?, _ body: @escaping @Sendable (any TestClientProtocol) async throws -> Void) async throws {
         let router = Router()
         let threeDS = await ThreeDSValidator(apiKey: GatewayRouteTests.Fixture.threeDSKey, issuer: "vault-sandbox-3ds")
-        GatewayRoutes(opener: EnvelopeOpener(ring: f.ring, fingerprintKey: fingerprintKey), processor: try SandboxProcessor(ledgerPath: f.ledger, threeDS: threeDS))
+        GatewayRoutes(
+            opener: EnvelopeOpener(ring: f.ring, fingerprintKey: fingerprintKey),
+            processor: SandboxProcessor(ledger: try await LedgerBackend.sqlite(f.ledger), threeDS: threeDS))
             .register(on: router)
         try await Application(router: router).test(.router, body)
     }

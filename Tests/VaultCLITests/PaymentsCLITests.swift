@@ -108,7 +108,9 @@ import Testing
 
         /// Charges the sandbox recorded for a payment id (its ledger, read with Python's sqlite3).
         func charges(_ paymentID: String? = nil) throws -> Int {
-            let query = paymentID.map { "SELECT COUNT(*) FROM sandbox_charges WHERE payment_id = '\($0)'" } ?? "SELECT COUNT(*) FROM sandbox_charges"
+            // The sandbox's charges are its rows of the processor ledger (vault_ledger, in the gateway's store).
+            let query = paymentID.map { "SELECT COUNT(*) FROM vault_ledger WHERE processor = 'sandbox' AND payment_id = '\($0)'" }
+                ?? "SELECT COUNT(*) FROM vault_ledger WHERE processor = 'sandbox'"
             let r = try run("/usr/bin/env", ["python3", "-c", "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute(sys.argv[2]).fetchone()[0])", ledger, query])
             return Int(r.out.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
         }

@@ -3,7 +3,8 @@ import Testing
 
 /// The relay processor with the templates shipped in deploy/relay/, against a real local HTTP
 /// server that records what arrives (Tests/Interop/fake_processor.py): the card reaches the
-/// processor in the body, nowhere else; declines, 5xx and timeouts map as documented.
+/// processor in the body, nowhere else; declines, 5xx and timeouts map as documented (a 5xx or a
+/// timeout is an unknown outcome, re-sent with the same idempotency key within the call).
 @Suite(.serialized) struct RelayCLITests {
     final class FakeProcessor: @unchecked Sendable {
         let process = Process()
@@ -41,12 +42,16 @@ import Testing
         deinit { stop() }
     }
 
-    /// A copy of a shipped template with a short timeout (the 7777 case waits 10 s); with
-    /// `loopback`, it opts in to http to the loopback stand-in (`request.allow_http_loopback`).
+    /// A copy of a shipped template with a short timeout (the 7777 case waits 10 s) and a short
+    /// in-call retry window; with `loopback`, it opts in to http to the loopback stand-in
+    /// (`request.allow_http_loopback`).
     static func template(_ name: String, dir: String, loopback: Bool = true) throws -> String {
         let source = repositoryRoot.appendingPathComponent("deploy/relay/\(name).json").path
         var json = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: source))) as? [String: Any])
         json["timeout_seconds"] = 1.5
+        var settle = try #require(json["settle"] as? [String: Any])
+        settle["retry_within_seconds"] = 1
+        json["settle"] = settle
         if loopback {
             var request = try #require(json["request"] as? [String: Any])
             request["allow_http_loopback"] = true
@@ -115,14 +120,21 @@ import Testing
         #expect(d == 201 && dJSON["status"] as? String == "declined", "\(dBody)")
         #expect(dJSON["decline_code"] as? String == (style == "stripe-style" ? "generic_decline" : "card_declined"))
 
-        // 5xx: GATEWAY_UNAVAILABLE, nothing recorded as charged, the token is not consumed and
-        // the same key may be retried.
+        // A 5xx: these templates say "server_errors": "unknown" (the default), so the outcome is
+        // unknown, never "nothing charged": the gateway re-sends it with the same idempotency key
+        // within the call's retry window, then answers 504 and settles it later; the sidecar
+        // keeps the payment open (GATEWAY_UNAVAILABLE, "not known").
         let flaky = try s.tokenize("4242424242424242")
+        let before = fake.requests().count
         let (e, _, eBody) = try s.pay(flaky, key: "order-5xx", amount: 5000)
-        #expect(e == 503 && eBody.contains("GATEWAY_UNAVAILABLE"), "\(eBody)")
+        #expect(e == 503 && eBody.contains("GATEWAY_UNAVAILABLE") && eBody.contains("not known"), "\(eBody)")
+        let sends = fake.requests().dropFirst(before)
+        #expect(sends.count >= 2, "the 5xx was not re-sent within the call")
+        let keys = Set(sends.map { ($0["headers"] as? [String: String] ?? [:]).first { $0.key.lowercased().hasSuffix("idempotency-key") }?.value ?? "" })
+        #expect(keys.count == 1, "every re-send carries the same idempotency key: \(keys)")
         #expect(try s.curl(s.sidecarSocket, "GET", "/v1/tokens/\(flaky)").0 == 200)
 
-        // A timeout: GATEWAY_UNAVAILABLE too, but the outcome is unknown: the payment stays open.
+        // A timeout: GATEWAY_UNAVAILABLE too, the outcome unknown: the payment stays open.
         let slow = try s.tokenize("4242424242424242")
         let (t, _, tBody) = try s.pay(slow, key: "order-timeout", amount: 7777)
         #expect(t == 503 && tBody.contains("GATEWAY_UNAVAILABLE") && tBody.contains("not known"), "\(tBody)")

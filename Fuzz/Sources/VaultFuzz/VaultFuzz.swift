@@ -330,14 +330,13 @@ func signedWithKey(_ token: String) -> Bool {
     return Data(mac) == signature
 }
 
-let relayProcessor: RelayProcessor = {
-    let template = try! RelayTemplate(root: [
+let relayTemplate: RelayTemplate = {
+    try! RelayTemplate(root: [
         "request": ["url": "https://processor.invalid/v1/charges", "headers": [["Idempotency-Key", "{{idempotency_key}}"]],
                     "form": [["card[number]", "{{pan}}"], ["amount", "{{amount}}"]]],
         "response": ["status": "status", "succeeded": ["succeeded"], "declined": ["failed"], "requires_action": ["requires_action"],
                      "decline_code": "failure_code", "reference": "id", "declined_http_statuses": [402], "error_decline_code": "error.decline_code"],
     ])
-    return try! RelayProcessor(template: template, ledgerPath: workDir + "/relay-ledger.sqlite")
 }()
 
 func relay(_ input: UnsafeRawBufferPointer) {
@@ -352,12 +351,18 @@ func relay(_ input: UnsafeRawBufferPointer) {
             // ... and always carries the processor's idempotency key.
             let carried = (template.headers.map(\.1) + RelayTemplate.bodyTexts(template.body)).flatMap { RelayTemplate.placeholders(in: $0) }
             check(carried.contains("idempotency_key") || carried.contains("payment_id"), "the processor idempotency key is carried")
+            // ... and its status query (settle.status) carries no card field at all.
+            if let query = template.settle.status {
+                let named = ([query.url] + query.headers.map(\.1)).flatMap { RelayTemplate.placeholders(in: $0) }
+                check(!named.contains { RelayTemplate.cardPlaceholders.contains($0) }, "no card fields in a status query")
+            }
+            check((0...RelayTemplate.Settlement.maxRetryWithin).contains(template.settle.retryWithin), "the in-call retry window is bounded")
         }
     } else {
         // A processor's answer (hostile or broken), mapped through a fixed template.
         let status = [200, 201, 402, 404, 500, 503, 302, 307, 308][Int(mode >> 1) % 9]
         do {
-            let outcome = try relayProcessor.map(status: status, body: ByteBuffer(data: rest))
+            let outcome = try relayTemplate.outcome(httpStatus: status, body: ByteBuffer(data: rest))
             check(status < 500, "5xx is never an outcome: \(outcome)")
             check(!(300..<400).contains(status), "a redirect is never an outcome: \(outcome)")
         } catch {
