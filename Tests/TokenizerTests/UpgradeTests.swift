@@ -1,4 +1,5 @@
 import Foundation
+import class GRDB.DatabaseQueue
 import Logging
 import Payments
 import PostgresNIO
@@ -24,10 +25,16 @@ import VaultCrypto
     }()
 
     /// A copy of a fixture file in a fresh directory (the fixture itself stays as made).
+    /// A fresh copy of a SQLite fixture. The fixtures are kept as SQL text (`NAME.sql`, the
+    /// old file's `iterdump`, tables, indexes, GRDB's migration records and rows exactly), so
+    /// no database file is tracked: the file the old vault made is rebuilt from it here.
     static func copy(_ name: String) throws -> (path: String, dir: String) {
         let dir = NSTemporaryDirectory() + "vault-upgrade-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        try FileManager.default.copyItem(atPath: fixtures + "/" + name, toPath: dir + "/" + name)
+        let script = try String(contentsOfFile: fixtures + "/" + name + ".sql", encoding: .utf8)
+        let queue = try DatabaseQueue(path: dir + "/" + name)
+        try queue.writeWithoutTransaction { db in try db.execute(sql: script) }
+        try queue.close()
         return (dir + "/" + name, dir)
     }
 
