@@ -64,10 +64,10 @@ public final class GatewayMetrics: Sendable {
     /// alert on it). Store-wide: every gateway of a store reports the same figures.
     func ledger(unsettled: Int, pastDeadline: Int) {
         registry.makeGauge(descriptor: .init(
-            namespace: "vault", metricName: "gateway_ledger_unsettled", helpText: "Ledger rows whose outcome is not recorded yet (store-wide)."))
+            namespace: "vault", metricName: "gateway_ledger_unsettled", unitName: "", helpText: "Ledger rows whose outcome is not recorded yet (store-wide)."))
             .set(Double(unsettled))
         registry.makeGauge(descriptor: .init(
-            namespace: "vault", metricName: "gateway_ledger_unknown_past_deadline",
+            namespace: "vault", metricName: "gateway_ledger_unknown_past_deadline", unitName: "",
             helpText: "Ledger rows still unknown after their settlement deadline (store-wide): settle them by hand."))
             .set(Double(pastDeadline))
     }
