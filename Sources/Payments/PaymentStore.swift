@@ -129,6 +129,12 @@ public protocol PaymentStore: Sendable {
     /// deadline). False when it is not `processing` (settled meanwhile, or already unknown).
     func markUnknown(_ id: String, reason: String, now: Date) async throws(StoreError) -> Bool
 
+    /// An operator's settlement (`vault payments settle`) of a payment still `processing` or
+    /// `unknown`: `status` succeeded or declined records that outcome; nil (not charged) deletes
+    /// the payment so its idempotency key, and a single-use token, may be used again. False when
+    /// it was in neither state (changed meanwhile, or gone).
+    func settleByHand(_ id: String, status: PaymentRecord.Status?, code: String?, reference: String?, now: Date) async throws(StoreError) -> Bool
+
     /// Payments whose outcome is not known (`processing` or `unknown`) that were last touched
     /// before `before`, oldest first, at most `limit` (to reconcile).
     func unsettled(before: Date, limit: Int) async throws(StoreError) -> [PaymentRecord]

@@ -59,6 +59,18 @@ public final class SQLPaymentStore: PaymentStore, SessionStore {
             [String(reason.prefix(200)), now, id]).isEmpty
     }
 
+    public func settleByHand(
+        _ id: String, status: PaymentRecord.Status?, code: String?, reference: String?, now: Date
+    ) async throws(StoreError) -> Bool {
+        guard let status else {
+            return try await !db.write("DELETE FROM vault_payments WHERE id = ? AND status IN ('processing', 'unknown') RETURNING id", [id]).isEmpty
+        }
+        return try await !db.write("""
+            UPDATE vault_payments SET status = ?, code = ?, reference = ?, next_action = NULL, reason = NULL, updated_at = ?
+            WHERE id = ? AND status IN ('processing', 'unknown') RETURNING id
+            """, [status.rawValue, code, reference, now, id]).isEmpty
+    }
+
     public func abandon(_ id: String) async throws(StoreError) {
         try await db.write("DELETE FROM vault_payments WHERE id = ? AND status = 'processing'", [id])
     }
@@ -116,9 +128,11 @@ public final class SQLPaymentStore: PaymentStore, SessionStore {
     public func transitionSession(
         _ id: String, from: SessionRecord.Status, to: SessionRecord.Status, paymentID: String?
     ) async throws(StoreError) -> Bool {
-        try await !db.write(
-            "UPDATE vault_sessions SET status = ?, payment_id = COALESCE(?, payment_id) WHERE id = ? AND status = ? RETURNING id",
-            [to.rawValue, paymentID, id, from.rawValue]).isEmpty
+        // Claiming an open session for a new attempt forgets the last attempt's payment.
+        let claim = from == .open && to == .paying ? 1 : 0
+        return try await !db.write(
+            "UPDATE vault_sessions SET status = ?, payment_id = CASE WHEN ? = 1 THEN NULL ELSE COALESCE(?, payment_id) END WHERE id = ? AND status = ? RETURNING id",
+            [to.rawValue, claim, paymentID, id, from.rawValue]).isEmpty
     }
 
     public func failSessionAttempt(_ id: String, maxAttempts: Int) async throws(StoreError) -> SessionRecord.Status? {

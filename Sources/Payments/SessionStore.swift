@@ -54,7 +54,9 @@ public protocol SessionStore: Sendable {
     func createSession(_ session: SessionRecord) async throws(StoreError)
     func session(_ id: String) async throws(StoreError) -> SessionRecord?
     /// Moves a session from `from` to `to` (recording `paymentID` if given), atomically. False
-    /// when it was not in `from` (someone else claimed or completed it).
+    /// when it was not in `from` (someone else claimed or completed it). Claiming an `open`
+    /// session (`open` to `paying`) clears the payment of its last attempt: a `paying` session's
+    /// payment is always the attempt in flight.
     func transitionSession(_ id: String, from: SessionRecord.Status, to: SessionRecord.Status, paymentID: String?) async throws(StoreError) -> Bool
     /// Ends a failed attempt of a session that is `paying`, atomically: counts it, and moves the
     /// session back to `open`, or to `closed` once `maxAttempts` attempts have failed. Returns

@@ -47,7 +47,28 @@ public struct SessionService: Sendable {
         guard let s = try await store({ () throws(StoreError) in try await sessions.session(id) }) else {
             throw APIError(.notFound, "SESSION_NOT_FOUND", "no checkout session with that id")
         }
-        return s
+        return await following(s)
+    }
+
+    /// A session `paying` with a payment whose outcome was not known when its request was
+    /// answered (it stayed `processing`) follows that payment once it is settled, by the
+    /// reconciler or by `vault payments settle`: succeeded or waiting for 3-D Secure completes it,
+    /// declined or failed counts a failed attempt, a payment dropped as never sent (or settled
+    /// not charged) opens it again. Each step is a compare-and-swap on the session's status.
+    func following(_ s: SessionRecord) async -> SessionRecord {
+        guard s.status == .paying, let paid = s.paymentID else { return s }
+        let p: PaymentRecord?
+        do throws(StoreError) { p = try await payments.payments.get(paid) } catch { return s }
+        switch p?.status {
+        case .processing, .unknown: return s
+        case .succeeded, .requiresAction:
+            _ = try? await sessions.transitionSession(s.id, from: .paying, to: .completed, paymentID: paid)
+        case .declined, .failed:
+            _ = try? await sessions.failSessionAttempt(s.id, maxAttempts: maxAttempts)
+        case nil:
+            _ = try? await sessions.transitionSession(s.id, from: .paying, to: .open, paymentID: nil)
+        }
+        return (try? await sessions.session(s.id)) ?? s
     }
 
     /// Tokenizes `tokenize()`'s card and pays the session's amount with it. A replay of the
@@ -59,9 +80,11 @@ public struct SessionService: Sendable {
     ) async throws(APIError) -> (PaymentRecord, Bool) {
         let s = try await session(id)
         guard let currency = Currency(s.currency) else { throw APIError(.unprocessableContent, "CURRENCY_INVALID", "the session's currency is not valid") }
-        if s.status == .completed, let paid = s.paymentID, let p = try? await payments.payment(paid),
+        if s.status == .completed || s.status == .paying, let paid = s.paymentID, let p = try? await payments.payment(paid),
            p.idempotencyKey == idempotencyKey {
-            return (p, false)   // a replay of the request that completed the session
+            // A replay of the request that completed the session, or of the one whose outcome is
+            // still being settled (its payment, `processing` or `unknown`, as it is now).
+            return (p, false)
         }
         guard now() < s.expiresAt else { throw APIError(.gone, "SESSION_EXPIRED", "this checkout session has expired") }
         try refuseIfExhausted(s)

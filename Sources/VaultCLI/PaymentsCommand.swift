@@ -5,6 +5,7 @@ import ArgumentParser
 import CardRules
 import Foundation
 import Logging
+import Payments
 import PostgresNIO
 import Store
 import VaultCrypto
@@ -139,17 +140,18 @@ struct PaymentsSettle: AsyncParsableCommand {
         let ledger = LedgerStore(database: db)
         var report = Report()
         let row = try await mapped { () throws(StoreError) in try await ledger.entry(id) }
-        let payment = try await mapped { () throws(StoreError) in try await db.query("SELECT status, code FROM vault_payments WHERE id = ?", [id]).first }
+        let payments = SQLPaymentStore(database: db)
+        let payment = try await mapped { () throws(StoreError) in try await payments.get(id) }
         guard row != nil || payment != nil else {
             throw VaultError(.init(rawValue: "PAYMENT_NOT_FOUND"), "\(id) is neither in this store's ledger nor among its payments")
         }
         let open: Set<String> = ["processing", "unknown"]
         var settlePayment = false
         if let payment {
-            let current = payment.optionalString(0) ?? ""
+            let current = payment.status.rawValue
             if open.contains(current) {
                 settlePayment = true
-            } else if current != status || (declineCode != nil && payment.optionalString(1) != declineCode) {
+            } else if current != status || (declineCode != nil && payment.code != declineCode) {
                 throw VaultError(.settleConflict, "the payment \(id) is \(current) already: it is not settled again")
             }
         }
@@ -165,20 +167,14 @@ struct PaymentsSettle: AsyncParsableCommand {
             throw VaultError(.settleInFlight, "a gateway is sending \(id) or asking the processor about it now: try again in a minute")
         }
         if settlePayment {
-            let changed: [SQLRow]
-            if let status {
-                changed = try await mapped { () throws(StoreError) in try await db.write("""
-                    UPDATE vault_payments SET status = ?, code = ?, reference = ?, next_action = NULL, updated_at = ?
-                    WHERE id = ? AND status IN ('processing', 'unknown') RETURNING id
-                    """, [status, status == "declined" ? declineCode ?? "generic_decline" : nil, reference, Date(), id]) }
-            } else {
-                changed = try await mapped { () throws(StoreError) in
-                    try await db.write("DELETE FROM vault_payments WHERE id = ? AND status IN ('processing', 'unknown') RETURNING id", [id])
-                }
+            let outcome = status.flatMap(PaymentRecord.Status.init(rawValue:))
+            let code = status == "declined" ? declineCode ?? "generic_decline" : nil
+            let changed = try await mapped { () throws(StoreError) in
+                try await payments.settleByHand(id, status: outcome, code: code, reference: reference, now: Date())
             }
-            report.paymentChanged = !changed.isEmpty
+            report.paymentChanged = changed
             report.lines.append(
-                changed.isEmpty ? "payment: \(id) changed meanwhile: run the command again"
+                !changed ? "payment: \(id) changed meanwhile: run the command again"
                     : status.map { "payment: \(id) \($0)" } ?? "payment: \(id) removed (its idempotency key may be used again)")
         } else if payment != nil {
             report.lines.append("payment: \(id) was \(status ?? "") already")
