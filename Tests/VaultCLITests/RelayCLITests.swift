@@ -14,17 +14,7 @@ import Testing
         init(dir: String) throws {
             log = dir + "/processor-requests.jsonl"
             FileManager.default.createFile(atPath: log, contents: nil)
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["python3", repositoryRoot.appendingPathComponent("Tests/Interop/fake_processor.py").path, log]
-            let out = Pipe()
-            process.standardOutput = out
-            // Never the test's own stdout/stderr: swift test waits for those to close.
-            process.standardError = FileHandle.nullDevice
-            process.standardInput = FileHandle.nullDevice
-            try process.run()
-            var line = Data()
-            while let byte = try out.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) { line += byte }
-            port = Int(String(decoding: line, as: UTF8.self)) ?? 0
+            port = try startStandIn(process, script: "fake_processor.py", [log])
         }
 
         /// The requests received, as decoded JSON lines.

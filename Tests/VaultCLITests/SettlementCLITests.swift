@@ -13,19 +13,8 @@ import Testing
         /// Its records in `dir`/processor.sqlite (they outlive a restart); `latency` LO:HI seconds per
         /// charge, half before it is decided and recorded, half after.
         init(dir: String, listen: Int = 0, latency: String = "0:0") throws {
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = [
-                "python3", repositoryRoot.appendingPathComponent("Tests/Interop/recording_processor.py").path,
-                "--db", dir + "/processor.sqlite", "--port", "\(listen)", "--latency", latency,
-            ]
-            let out = Pipe()
-            process.standardOutput = out
-            process.standardError = FileHandle.nullDevice
-            process.standardInput = FileHandle.nullDevice
-            try process.run()
-            var line = Data()
-            while let byte = try out.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) { line += byte }
-            port = Int(String(decoding: line, as: UTF8.self)) ?? 0
+            port = try startStandIn(
+                process, script: "recording_processor.py", ["--db", dir + "/processor.sqlite", "--port", "\(listen)", "--latency", latency])
         }
 
         /// The charges the processor recorded (`GET /_records`).

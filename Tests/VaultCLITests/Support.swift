@@ -117,3 +117,19 @@ func containsPAN(_ text: String) -> Bool {
     let squeezed = text.replacingOccurrences(of: " ", with: "").replacingOccurrences(of: "-", with: "")
     return testPANs.contains { text.contains($0) || squeezed.contains($0) }
 }
+
+/// Starts one of the Python stand-in servers in Tests/Interop (`script` with `arguments`) and
+/// returns the port it prints as its first line of output (0 when it printed none).
+func startStandIn(_ process: Process, script: String, _ arguments: [String]) throws -> Int {
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = ["python3", repositoryRoot.appendingPathComponent("Tests/Interop/" + script).path] + arguments
+    let out = Pipe()
+    process.standardOutput = out
+    // Never the test's own stdout/stderr: swift test waits for those to close.
+    process.standardError = FileHandle.nullDevice
+    process.standardInput = FileHandle.nullDevice
+    try process.run()
+    var line = Data()
+    while let byte = try out.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) { line += byte }
+    return Int(String(decoding: line, as: UTF8.self)) ?? 0
+}
