@@ -24,7 +24,7 @@ import Testing
             }
             let kid = try vault("keygen", "--out", dir + "/gateway-keys").out.trimmingCharacters(in: .whitespacesAndNewlines)
             self.kid = kid
-            // The fingerprint key lives with the gateway only (DESIGN §4).
+            // The fingerprint key lives with the gateway only (docs/key-files.md).
             guard try vault("keygen", "--fingerprint", "--out", dir + "/gateway-keys").status == 0 else { throw TestFailure("fingerprint keygen failed") }
             try FileManager.default.copyItem(atPath: "\(dir)/gateway-keys/\(kid).pub", toPath: "\(dir)/sidecar-keys/\(kid).pub")
         }
