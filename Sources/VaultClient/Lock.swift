@@ -1,15 +1,12 @@
-#if canImport(Glibc)
-import Glibc
-#endif
+import Synchronization
 
-/// A small mutex for the input component's state.
-final class Lock: @unchecked Sendable {
-    private var mutex = pthread_mutex_t()
-    init() { pthread_mutex_init(&mutex, nil) }
-    deinit { pthread_mutex_destroy(&mutex) }
-    func withLock<R>(_ body: () throws -> R) rethrows -> R {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
-        return try body()
+/// A small mutex for the input component's state. `Synchronization.Mutex` keeps its lock at a
+/// stable address (a `pthread_mutex_t` stored in a class and passed with `&` has none).
+final class Lock: Sendable {
+    private let mutex = Mutex(())
+
+    /// Runs `body` holding the lock.
+    func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+        try mutex.withLock { _ throws(E) -> R in try body() }
     }
 }
