@@ -122,7 +122,7 @@ public struct GatewayServer: Sendable {
         let logger = self.logger
         let app = Application(
             router: router,
-            server: .http1(additionalChannelHandlers: [PeerCredentialsHandler()]),
+            server: .http1(configuration: .init(additionalChannelHandlers: [PeerCredentialsHandler()])),
             configuration: .init(address: .unixDomainSocket(path: bindPath), serverName: "vault-gateway"),
             services: services + [reloader],
             onServerRunning: { channel in

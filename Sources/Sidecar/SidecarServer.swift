@@ -118,7 +118,7 @@ public struct SidecarServer: Sendable {
         let logger = self.logger
         let app = Application(
             router: router,
-            server: .http1(additionalChannelHandlers: [PeerCredentialsHandler()]),
+            server: .http1(configuration: .init(additionalChannelHandlers: [PeerCredentialsHandler()])),
             configuration: .init(address: .unixDomainSocket(path: bindPath), serverName: "vault"),
             services: services,
             onServerRunning: { channel in

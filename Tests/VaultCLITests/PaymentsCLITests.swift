@@ -78,7 +78,7 @@ import Testing
 
         /// A log file opened for appending (restarts add to it).
         static func logFile(_ path: String) throws -> FileHandle {
-            if !FileManager.default.fileExists(atPath: path) { FileManager.default.createFile(atPath: path, contents: nil) }
+            if !FileManager.default.fileExists(atPath: path) { _ = FileManager.default.createFile(atPath: path, contents: nil) }
             let h = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
             try h.seekToEnd()
             return h

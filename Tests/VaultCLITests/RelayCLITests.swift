@@ -13,7 +13,7 @@ import Testing
 
         init(dir: String) throws {
             log = dir + "/processor-requests.jsonl"
-            FileManager.default.createFile(atPath: log, contents: nil)
+            _ = FileManager.default.createFile(atPath: log, contents: nil)
             process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
             process.arguments = ["python3", repositoryRoot.appendingPathComponent("Tests/Interop/fake_processor.py").path, log]
             let out = Pipe()
