@@ -1,10 +1,10 @@
 // swift-tools-version:6.0
 // The sealed card vault. One folder per concern; see README.md ("Layout") and docs/.
+// Linux only (glibc: SO_PEERCRED, prctl, Glibc imports), hence no `platforms`: README "Requirements".
 import PackageDescription
 
 let package = Package(
     name: "vault",
-    platforms: [.macOS(.v14)],
     products: [
         .executable(name: "vault", targets: ["vault"]),
         // What a non-PCI Swift caller links: card rules, validation and sealing with a public key.
@@ -28,6 +28,11 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.1.0"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.21.0"),
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.0.0"),
+        // Imported directly too (NIOCore, NIOPosix, HTTPTypes, Crypto), so named here; the
+        // versions are those the packages above already resolve to.
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.3"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
     ],
     targets: [
         // libsodium through pkg-config; imported by VaultCrypto and nothing else.
@@ -53,6 +58,7 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
         // The store layer: one database type over SQLite and PostgreSQL, the versioned migrations
@@ -75,8 +81,11 @@ let package = Package(
         .target(
             name: "Sidecar",
             dependencies: [
-                "Tokenizer", "Payments", "VaultCrypto", "CardRules", "SocketHTTP", "Money", "Store",
+                "Tokenizer", "Payments", "VaultCrypto", "CardRules", "SocketHTTP", "Money", "Store", "Audit",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
@@ -90,8 +99,11 @@ let package = Package(
         .target(
             name: "Gateway",
             dependencies: [
-                "VaultOpen", "VaultCrypto", "CardRules", "SocketHTTP", "Money", "Store",
+                "VaultOpen", "VaultCrypto", "CardRules", "SocketHTTP", "Money", "Store", "Audit",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -131,20 +143,24 @@ let package = Package(
             dependencies: [
                 "Tokenizer", "Payments", "VaultCrypto", "VaultOpen", "CardRules", "Store",
                 .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(
             name: "SidecarTests",
             dependencies: [
                 "Sidecar", "Tokenizer", "VaultCrypto", "CardRules", "SocketHTTP", "Payments", "Store",
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(
             name: "GatewayTests",
             dependencies: [
                 "Gateway", "SocketHTTP", "Money", "VaultOpen", "VaultCrypto", "CardRules", "Store",
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -5,7 +5,6 @@ import PackageDescription
 
 let package = Package(
     name: "VaultBenchmarks",
-    platforms: [.macOS(.v14)],
     dependencies: [
         .package(name: "vault", path: ".."),
     ],

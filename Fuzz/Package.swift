@@ -8,7 +8,6 @@ import PackageDescription
 
 let package = Package(
     name: "VaultFuzz",
-    platforms: [.macOS(.v14)],
     dependencies: [
         .package(name: "vault", path: ".."),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.1.0"),

@@ -6,7 +6,7 @@ import SocketHTTP
 import VaultCrypto
 import VaultOpen
 
-/// The gateway adapter's API, for the sidecar only (its own Unix socket, DESIGN §1):
+/// The gateway adapter's API, for the sidecar only (its own Unix socket, docs/threat-model.md):
 ///
 /// `POST /v1/authorize` `{"payment_id":"pay_…","amount":1000,"currency":"EUR","envelope":{…v1…}}`
 /// → 200 `{"status":"succeeded|declined|requires_action","reference","decline_code","next_action"}`.
@@ -14,7 +14,7 @@ import VaultOpen
 /// handed to the processor, and the plaintext wiped when the call returns. Answers carry the
 /// outcome only, never card data.
 ///
-/// When the outcome is not known (DESIGN §7 "Settlement"; docs/errors.md says the same):
+/// When the outcome is not known (docs/errors.md "Unknown outcomes"):
 /// - 503 `GATEWAY_UNAVAILABLE`: nothing was charged (no connection was made on the payment id's
 ///   first send, or a 5xx from a processor whose template says `server_errors: not_charged`);
 ///   the ledger has no row for it, the same payment id may be sent again.
@@ -256,10 +256,10 @@ public struct GatewayRoutes: Sendable {
     /// `POST /v1/fingerprints` `{"envelopes":[{…v1…}, …]}` (at most `maxFingerprintBatch`) →
     /// 200 `{"data":[{"fingerprint":"<64 hex>"} | {"error":{"code","message"}}, …]}`, in order.
     ///
-    /// The sidecar's way to a token's fingerprint (DESIGN §4): each envelope is opened and checked
-    /// exactly as for a payment (a tampered envelope, or metadata that does not match the card, is
-    /// refused here, at tokenize time), and only the keyed hash of its PAN goes back. 503
-    /// `FINGERPRINT_KEY_MISSING` when this gateway has no `fingerprint.fk`.
+    /// The sidecar's way to a token's fingerprint (docs/threat-model.md): each envelope is opened
+    /// and checked exactly as for a payment (a tampered envelope, or metadata that does not match
+    /// the card, is refused here, at tokenize time), and only the keyed hash of its PAN goes back.
+    /// 503 `FINGERPRINT_KEY_MISSING` when this gateway has no `fingerprint.fk`.
     func fingerprints(_ request: Request) async throws -> Response {
         guard (request.headers[.contentType] ?? "").lowercased().hasPrefix("application/json") else {
             throw APIError(.unsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "send Content-Type: application/json")

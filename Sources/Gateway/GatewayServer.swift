@@ -9,8 +9,8 @@ import Store
 import VaultCrypto
 import VaultOpen
 
-/// `vault gateway`: the gateway adapter (DESIGN §1, §7). Its own process and Unix socket; the
-/// only process that holds secret keys and opens envelopes. It disables core dumps for itself
+/// `vault gateway`: the gateway adapter (docs/threat-model.md). Its own process and Unix socket;
+/// the only process that holds secret keys and opens envelopes. It disables core dumps for itself
 /// before loading a key, and answers only peers on its allow-list (by default its own uid; in
 /// production the sidecar's).
 public struct GatewayServer: Sendable {
@@ -27,9 +27,9 @@ public struct GatewayServer: Sendable {
         /// `passphrase` in `$CREDENTIALS_DIRECTORY` when there is one.
         public var passphraseFile: String?
         public var processor = ProcessorChoice.sandbox
-        /// The store that holds the processor ledger (DESIGN §6): a SQLite file (embedded default),
-        /// or a PostgreSQL store shared by any number of gateways (a payment id is charged at most
-        /// once whichever gateway gets it).
+        /// The store that holds the processor ledger (docs/configuration.md "The store"): a SQLite
+        /// file (embedded default), or a PostgreSQL store shared by any number of gateways (a
+        /// payment id is charged at most once whichever gateway gets it).
         public var store = StoreLocation.sqlite(path: "gateway-ledger.sqlite")
         /// How often the background settler runs (`LedgerSettler`).
         public var settleInterval: Duration = .seconds(2)
@@ -122,7 +122,7 @@ public struct GatewayServer: Sendable {
         let logger = self.logger
         let app = Application(
             router: router,
-            server: .http1(additionalChannelHandlers: [PeerCredentialsHandler()]),
+            server: .http1(configuration: .init(additionalChannelHandlers: [PeerCredentialsHandler()])),
             configuration: .init(address: .unixDomainSocket(path: bindPath), serverName: "vault-gateway"),
             services: services + [reloader],
             onServerRunning: { channel in

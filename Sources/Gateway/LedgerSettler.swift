@@ -3,8 +3,8 @@ import Logging
 import ServiceLifecycle
 import Store
 
-/// The gateway's background settlement (DESIGN §7 "Settlement"), a service of its ServiceGroup.
-/// Every `interval`:
+/// The gateway's background settlement (docs/errors.md "Unknown outcomes"), a service of its
+/// ServiceGroup. Every `interval`:
 /// - the relay asks its status query about its due rows (`RelayProcessor.settleDue`): rows left
 ///   unknown by a call, and rows a gateway left `sending` when it died mid-call;
 /// - rows past their deadline are given up, once whichever gateway of the store sees them first:

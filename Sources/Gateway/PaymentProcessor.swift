@@ -65,7 +65,7 @@ public enum AuthorizationState: Sendable, Equatable {
     case unknown(reason: String, attempts: Int, deadline: Date)
 }
 
-/// A payment id whose outcome is being settled (DESIGN §7 "Settlement").
+/// A payment id whose outcome is being settled (docs/errors.md "Unknown outcomes").
 public struct PendingAuthorization: Sendable, Equatable {
     /// Re-posting the payment (`POST /v1/authorize` with the same payment id, amount, currency and
     /// envelope) re-sends it with the same processor idempotency key, which the processor answers
@@ -139,7 +139,7 @@ public struct SettlementDeadlinePassed: Error, Sendable {
 
 /// The processor may have acted but its answer was lost or unclear (a timeout, a dropped
 /// connection, a 5xx, a 3xx, an unreadable answer): 504 `GATEWAY_UNAVAILABLE`, the payment stays
-/// open and its outcome is settled (DESIGN §7).
+/// open and its outcome is settled (docs/errors.md "Unknown outcomes").
 public struct ProcessorOutcomeUnknown: Error, Sendable, CustomStringConvertible {
     public var reason: String
     public init(_ reason: String) { self.reason = reason }

@@ -10,7 +10,7 @@ import VaultCrypto
 import VaultOpen
 
 /// The outbound adapter: fills a `RelayTemplate` with the opened card and sends it to a real
-/// processor's API, then maps the answer back (DESIGN §7).
+/// processor's API, then maps the answer back (README "Payments", docs/configuration.md).
 ///
 /// The request body is built in `SecureBytes`; the copy handed to the HTTP client is zeroed when
 /// the call returns (NIO's own buffers are outside our reach: see docs/threat-model.md). The

@@ -1,7 +1,7 @@
 import Foundation
 import VaultCrypto
 
-/// A relay template: how to reach a real processor's API by configuration (DESIGN §7).
+/// A relay template: how to reach a real processor's API by configuration (README "Payments").
 ///
 /// ```json
 /// {
@@ -40,8 +40,9 @@ import VaultCrypto
 /// `request.allowed_hosts`; a filled-in URL with another host is refused before anything is sent
 /// (`RELAY_URL_NOT_ALLOWED`). Redirects are never followed: a 3xx answer is an unknown outcome.
 ///
-/// Settlement (DESIGN §7): how an unknown outcome (a timeout, a 5xx, a dropped connection, a 3xx,
-/// an unreadable answer, a gateway that died mid-call) is found out. Optional `"settle"` section:
+/// Settlement (docs/configuration.md, docs/errors.md "Unknown outcomes"): how an unknown outcome (a
+/// timeout, a 5xx, a dropped connection, a 3xx, an unreadable answer, a gateway that died mid-call)
+/// is found out. Optional `"settle"` section:
 ///
 /// ```json
 /// "settle": {

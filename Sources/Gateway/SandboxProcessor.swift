@@ -5,8 +5,8 @@ import Money
 import VaultCrypto
 import VaultOpen
 
-/// The built-in processor: behaves like a real one for the public test numbers (DESIGN §7) and
-/// approves every other valid, unexpired card.
+/// The built-in processor: behaves like a real one for the public test numbers (README "Payments")
+/// and approves every other valid, unexpired card.
 ///
 /// | number | outcome |
 /// |---|---|

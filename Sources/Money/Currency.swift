@@ -1,7 +1,7 @@
 /// An ISO 4217 currency the vault accepts, with its minor-unit exponent (EUR 2, JPY 0, KWD 3).
 ///
-/// Amounts are integers in minor units everywhere (DESIGN §5): 1050 EUR is €10.50, 1050 JPY is
-/// ¥1050. Codes are the active alphabetic codes; funds codes and precious metals are refused.
+/// Amounts are integers in minor units everywhere (README "Payments"): 1050 EUR is €10.50, 1050 JPY
+/// is ¥1050. Codes are the active alphabetic codes; funds codes and precious metals are refused.
 public struct Currency: Sendable, Hashable, CustomStringConvertible {
     /// The three upper-case letters.
     public let code: String

@@ -107,7 +107,7 @@ public struct GatewayClient: Sendable {
 
     /// The gateway's fingerprints of envelopes (JSON v1, without their CVC field), in order
     /// (`POST /v1/fingerprints`). The gateway opens each, checks it, and answers only the keyed
-    /// hash of its PAN; the sidecar never holds the fingerprint key (DESIGN §4).
+    /// hash of its PAN; the sidecar never holds the fingerprint key (docs/key-files.md).
     /// - Throws: `Failure.notSent` / `.outcomeUnknown` when no answer came (the gateway is down,
     ///   slow, or has no fingerprint key: `FINGERPRINT_KEY_MISSING`).
     public func fingerprints(ofEnvelopes envelopeJSON: [String]) async throws(Failure) -> [FingerprintAnswer] {

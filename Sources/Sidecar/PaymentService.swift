@@ -8,7 +8,7 @@ import Store
 import Tokenizer
 import VaultCrypto
 
-/// Payments by token (DESIGN §5, §7): the intent is recorded durably under its idempotency key
+/// Payments by token (README "Payments"): the intent is recorded durably under its idempotency key
 /// before the gateway is called, the CVC is dropped before the envelope leaves, and the outcome
 /// is recorded when it comes back. A crash in between leaves the payment `processing` until the
 /// `PaymentReconciler` asks the gateway what happened; the gateway is idempotent by payment id,
@@ -365,7 +365,7 @@ public struct PaymentService: Sendable {
         }
     }
 
-    /// A payment as the API shows it (DESIGN §5). No card data.
+    /// A payment as the API shows it (README "Payments", openapi.json). No card data.
     public static func json(_ p: PaymentRecord) -> String {
         var out = "{\"id\":\"\(p.id)\",\"status\":\"\(p.status.rawValue)\",\"amount\":\(p.amount),\"currency\":\"\(p.currency)\","
         out += p.token.hasPrefix("ins_") ? "\"instrument\":" : "\"token\":"

@@ -4,7 +4,7 @@ import Tokenizer
 import VaultCrypto
 
 /// The keys a sidecar holds: public keys only. Never a secret key, never the fingerprint key
-/// (DESIGN §4: beside stored BINs, last 4s and fingerprints it would rebuild every PAN).
+/// (docs/key-files.md: beside stored BINs, last 4s and fingerprints it would rebuild every PAN).
 public struct SidecarKeys: Sendable {
     /// The sealing keys: the ring's primary and the status of every kid it lists.
     public let sealing: SealingKeys.Snapshot

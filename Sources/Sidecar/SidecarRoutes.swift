@@ -8,7 +8,9 @@ import SocketHTTP
 import Tokenizer
 import VaultCrypto
 
-/// The routes of DESIGN §5 that the sidecar serves today: tokens, validate, health.
+/// The sidecar's HTTP API (README "The sidecar", openapi.json), every route of `documentedRoutes`:
+/// tokens, validate, payments and the sandbox's 3-D Secure page, health, metrics and the spec here;
+/// customers, sessions and mandates in SidecarRoutes+Accounts.swift.
 public struct SidecarRoutes: Sendable {
     /// Largest request body accepted (a card or an envelope fits many times over).
     public static let maxBodyBytes = 16 * 1024

@@ -17,7 +17,7 @@ public struct SidecarServer: Sendable {
     /// Settings, each with an embedded default.
     public struct Configuration: Sendable {
         public var socketPath = "vault.sock"
-        /// File mode of the socket (who may connect is also checked per connection, next issue).
+        /// File mode of the socket (who may connect is also checked per request: `PeerPolicy`).
         public var socketMode: mode_t = 0o660
         /// Group owning the socket (nil: the process's group); with mode 0660 its members may connect.
         public var socketGroup: gid_t?
@@ -118,7 +118,7 @@ public struct SidecarServer: Sendable {
         let logger = self.logger
         let app = Application(
             router: router,
-            server: .http1(additionalChannelHandlers: [PeerCredentialsHandler()]),
+            server: .http1(configuration: .init(additionalChannelHandlers: [PeerCredentialsHandler()])),
             configuration: .init(address: .unixDomainSocket(path: bindPath), serverName: "vault"),
             services: services,
             onServerRunning: { channel in

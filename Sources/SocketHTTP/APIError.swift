@@ -2,8 +2,9 @@ import Foundation
 import Hummingbird
 import VaultCrypto
 
-/// An error answer of the HTTP API (DESIGN §5): status + `{"error":{"code","message","field"}}`.
-/// The message never contains card data; codes are the stable ones of docs/errors.md.
+/// An error answer of the HTTP API (docs/errors.md): status +
+/// `{"error":{"code","message","field"}}`. The message never contains card data; codes are the
+/// stable ones of docs/errors.md.
 public struct APIError: HTTPResponseError, Sendable {
     public let status: HTTPResponse.Status
     public let code: String

@@ -1,9 +1,9 @@
 import Foundation
 
 /// What settling an unknown outcome needs from the ledger beyond claim / retake / lease / settle /
-/// markUnknown / release (DESIGN §7 "Settlement"). Every change is a compare-and-swap on the
-/// row's attempt count, and, for the holder of a lease, on the lease it holds: a gateway that lost
-/// its lease (it ran out and another gateway took the row) changes nothing.
+/// markUnknown / release (docs/errors.md "Unknown outcomes"). Every change is a compare-and-swap on
+/// the row's attempt count, and, for the holder of a lease, on the lease it holds: a gateway that
+/// lost its lease (it ran out and another gateway took the row) changes nothing.
 ///
 /// Three facts the gateway relies on:
 /// - every send is preceded by a write of the row that sets `updated_at` (claim, retake, `renew`

@@ -77,10 +77,11 @@ public enum LedgerClaim: Sendable, Equatable {
     case existing(LedgerEntry)
 }
 
-/// The processor ledger (`vault_ledger`, DESIGN §6, §7), in the vault's store: every gateway of a
-/// store sees the same rows, so a payment id is charged at most once whichever gateway gets it.
-/// A row is claimed by an atomic insert before anything is sent; a retry takes it over only by a
-/// compare-and-swap on its attempt count, so of two gateways retrying at once exactly one sends.
+/// The processor ledger (`vault_ledger`, docs/configuration.md "The store"), in the vault's store:
+/// every gateway of a store sees the same rows, so a payment id is charged at most once whichever
+/// gateway gets it. A row is claimed by an atomic insert before anything is sent; a retry takes it
+/// over only by a compare-and-swap on its attempt count, so of two gateways retrying at once
+/// exactly one sends.
 public final class LedgerStore: Sendable {
     let db: Database
 

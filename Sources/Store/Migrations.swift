@@ -58,7 +58,7 @@ extension Database {
     }
 }
 
-/// The schema, as one list for both backends (DESIGN §6).
+/// The schema, as one list for both backends (docs/configuration.md "The store").
 public enum Migrations {
     public static let all: [Migration] = [base, ledger, cvcColumnsGone]
 
@@ -147,10 +147,11 @@ public enum Migrations {
         ]
     }
 
-    /// The processor ledger in the vault's store (DESIGN §6, §7): one row per payment id that a
-    /// processor was asked to charge, shared by every gateway of the store; the sandbox's 3-D
-    /// Secure tables; payments that may end `unknown` (with a reason) once settlement gives up.
-    /// Ledgers of earlier versions (a SQLite file per gateway) are imported when this file is one.
+    /// The processor ledger in the vault's store (docs/configuration.md "The store"): one row per
+    /// payment id that a processor was asked to charge, shared by every gateway of the store; the
+    /// sandbox's 3-D Secure tables; payments that may end `unknown` (with a reason) once settlement
+    /// gives up. Ledgers of earlier versions (a SQLite file per gateway) are imported when this
+    /// file is one.
     static let ledger = Migration("0002-ledger") { (tx) throws(StoreError) in
         let d = tx.dialect
         for sql in [
@@ -198,7 +199,7 @@ public enum Migrations {
         }
     }
 
-    /// CVCs left the store (DESIGN §1): the columns an earlier version wrote them to go, after
+    /// CVCs left the store (docs/threat-model.md, "CVC"): the columns an earlier version wrote them to go, after
     /// being emptied (on PostgreSQL, dead row versions are rewritten by `VACUUM FULL vault_tokens`,
     /// docs/threat-model.md; on SQLite the file is scrubbed, `scrubLegacyCVCs`).
     static let cvcColumnsGone = Migration("0003-tokens-without-cvc-columns") { (tx) throws(StoreError) in

@@ -45,9 +45,9 @@ public struct EnvelopeChange: Sendable {
     }
 }
 
-/// An envelope table of the vault's store, on either backend: `table(idColumn, envelope)`. No
-/// table of the store holds a CVC any more (DESIGN §1: they are held in memory only), so rows are
-/// read without one and a change that carries one is refused rather than written.
+/// An envelope table of the vault's store, on either backend: `table(idColumn, envelope)`. No table
+/// of the store holds a CVC any more (docs/threat-model.md: they are held in memory only), so rows
+/// are read without one and a change that carries one is refused rather than written.
 public struct SQLEnvelopeTable: EnvelopeTable {
     public let name: String
     let db: Database

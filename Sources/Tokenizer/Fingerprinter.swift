@@ -1,8 +1,9 @@
 import VaultCrypto
 
 /// Who computes card fingerprints: the gateway, the only zone that holds the fingerprint key and
-/// can open an envelope (DESIGN §4). The sidecar sends envelopes and stores the answers; it never
-/// holds the key, so its files (BIN, last 4 and fingerprint side by side) cannot be brute-forced.
+/// can open an envelope (docs/key-files.md). The sidecar sends envelopes and stores the answers; it
+/// never holds the key, so its files (BIN, last 4 and fingerprint side by side) cannot be
+/// brute-forced.
 public protocol Fingerprinter: Sendable {
     /// The fingerprint of each envelope, in order. Envelopes go out without their CVC field.
     /// - Throws: `FingerprintFailure.unavailable` when no answer can be had now (the gateway is

@@ -2,7 +2,7 @@ import Foundation
 import VaultCrypto
 
 /// Where a token's CVC lives until its first authorization attempt or its TTL: the tokenizing
-/// sidecar's memory, never the store (DESIGN §1, PCI DSS 3.3.1).
+/// sidecar's memory, never the store (docs/threat-model.md, PCI DSS 3.3.1).
 ///
 /// A database cannot forget: SQLite keeps an `UPDATE … SET cvc = NULL` victim in its WAL and free
 /// pages, PostgreSQL in dead row versions until VACUUM, backups keep both. So the CVC is held

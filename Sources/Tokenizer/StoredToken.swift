@@ -22,7 +22,7 @@ struct StoredToken: Sendable {
     init(_ r: TokenRecord) {
         token = r.token
         // Never the CVC: it is held in memory only (HeldCVCs), so no WAL frame, free page or dead
-        // row version can keep it (DESIGN §1).
+        // row version can keep it (docs/threat-model.md, "CVC").
         envelope = (r.envelope.fields[.cvc] == nil ? r.envelope : r.envelope.droppingCVC()).json
         brand = r.card.brand.rawValue
         bin = r.card.bin

@@ -4,9 +4,9 @@ import VaultCrypto
 /// What the vault keeps for a token: the sealed card and its metadata, never plaintext.
 ///
 /// The CVC's sealed field is kept apart (`cvcField`): it is never written to the store, only held
-/// in the tokenizing sidecar's memory (`HeldCVCs`) until its TTL or the first authorization
-/// attempt (DESIGN §1: never where deleting it leaves a copy). The fingerprint is the gateway's
-/// answer (DESIGN §4), nil until the gateway has given it.
+/// in the tokenizing sidecar's memory (`HeldCVCs`) until its TTL or the first authorization attempt
+/// (docs/threat-model.md: never where deleting it leaves a copy). The fingerprint is the gateway's
+/// answer (docs/key-files.md), nil until the gateway has given it.
 public struct TokenRecord: Sendable, Equatable {
     /// `tok_` + 26 base32 characters (128 random bits).
     public var token: String

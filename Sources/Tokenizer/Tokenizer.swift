@@ -7,8 +7,8 @@ import VaultCrypto
 /// caller sealed, stores ciphertext and metadata, hands back random tokens.
 ///
 /// Tokens are `tok_` + 128 random bits: never derived from the PAN. Fingerprints come from the
-/// gateway (`Fingerprinter`): the sidecar never holds the fingerprint key (DESIGN §4). CVCs are
-/// held in memory (`HeldCVCs`), never written to the store (DESIGN §1).
+/// gateway (`Fingerprinter`): the sidecar never holds the fingerprint key (docs/key-files.md). CVCs
+/// are held in memory (`HeldCVCs`), never written to the store (docs/threat-model.md).
 public struct Tokenizer: Sendable {
     /// The store.
     public let store: any TokenStore
@@ -93,8 +93,8 @@ public struct Tokenizer: Sendable {
         else {
             throw VaultError(.envelopeMetadataInvalid, "card metadata is not consistent (length, bin or last4)", field: "envelope.card")
         }
-        // Envelopes sealed today carry no fingerprint (DESIGN §4); an older one may, in the
-        // documented form only. The gateway checks it when it fingerprints the envelope.
+        // Envelopes sealed today carry no fingerprint (docs/envelope-v1.md); an older one may, in
+        // the documented form only. The gateway checks it when it fingerprints the envelope.
         if let fp = c.fingerprint, !FingerprintAnswer.isWellFormed(fp) {
             throw VaultError(.envelopeMetadataInvalid, "card.fingerprint is 64 lowercase hex characters (or absent)", field: "envelope.card.fingerprint")
         }

@@ -7,7 +7,8 @@ import Logging
 import SocketHTTP
 import VaultCrypto
 
-/// `vault gateway`: the gateway adapter, the only process that opens envelopes (DESIGN §1, §7).
+/// `vault gateway`: the gateway adapter, the only process that opens envelopes
+/// (docs/threat-model.md).
 struct GatewayCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "gateway",

@@ -3,7 +3,7 @@ import Foundation
 import VaultClient
 import VaultCrypto
 
-/// `vault keys …`: the key ring (DESIGN §2, docs/key-ring.md): which kid seals, which open.
+/// `vault keys …`: the key ring (docs/key-ring.md, docs/key-files.md): which kid seals, which open.
 struct Keys: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Manage the key ring: add, promote, retire and rotate keys.",

@@ -3,7 +3,7 @@ import Foundation
 import VaultCrypto
 
 /// `vault keys move-fingerprint-key`: moves `fingerprint.fk` from a sidecar's keys directory (where
-/// versions before the fingerprint-key fix created it) to the gateway's (DESIGN §4).
+/// versions before the fingerprint-key fix created it) to the gateway's (docs/key-files.md).
 struct KeysMoveFingerprintKey: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "move-fingerprint-key",

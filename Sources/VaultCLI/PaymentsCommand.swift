@@ -20,7 +20,7 @@ struct PaymentsCommand: AsyncParsableCommand {
 }
 
 /// `vault payments settle`: an operator settles a payment whose outcome the gateway could not find
-/// out before the settlement deadline (DESIGN §7: "an operator command settles it by hand"),
+/// out before the settlement deadline (docs/errors.md "Unknown outcomes"),
 /// having looked it up at the processor (its dashboard, by the payment id: the processor's
 /// idempotency key and the relay's `{{payment_id}}`).
 ///

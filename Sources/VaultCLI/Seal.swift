@@ -2,7 +2,8 @@ import ArgumentParser
 import CardRules
 import VaultCrypto
 
-/// `vault seal`: seal standard input to a public key (DESIGN §3), or cards into envelopes (§4).
+/// `vault seal`: seal standard input to a public key (docs/sealed-value.md), or cards into
+/// envelopes (docs/envelope-v1.md).
 struct Seal: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Seal standard input to a public key.",

@@ -10,7 +10,7 @@ import Store
 import Tokenizer
 import VaultCrypto
 
-/// `vault serve`: the tokenizing sidecar (DESIGN §5) on a Unix socket.
+/// `vault serve`: the tokenizing sidecar (README "The sidecar") on a Unix socket.
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the sidecar: tokenize cards over HTTP/JSON on a Unix socket (public key only).",

@@ -14,7 +14,7 @@ public struct CardSealer: Sendable {
     public let validator: CardValidator
 
     /// A sealer for `publicKey`. Callers never hold the fingerprint key: the gateway computes
-    /// fingerprints (DESIGN §4), so envelopes sealed here carry none.
+    /// fingerprints (docs/key-files.md), so envelopes sealed here carry none.
     public init(publicKey: PublicKey, validator: CardValidator = CardValidator()) {
         self.publicKey = publicKey
         self.validator = validator

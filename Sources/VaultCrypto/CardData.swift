@@ -2,7 +2,8 @@ import CardRules
 
 /// A card in clear, as it exists between reading it and sealing it (or opening and charging it).
 ///
-/// The number, CVC and name live in `SecureBytes`; the expiry is also metadata in clear (DESIGN §4).
+/// The number, CVC and name live in `SecureBytes`; the expiry is also metadata in clear
+/// (docs/envelope-v1.md).
 public struct CardData: Sendable {
     /// ASCII digits only, 12…19 of them once validated.
     public let number: SecureBytes

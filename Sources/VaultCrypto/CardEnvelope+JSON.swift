@@ -1,9 +1,9 @@
-/// The JSON form of card envelope v1 (DESIGN §4), written and read without Foundation.
+/// The JSON form of card envelope v1 (docs/envelope-v1.md), written and read without Foundation.
 extension CardEnvelope {
     /// Most bytes an envelope's JSON may have (a name of 256 bytes fits many times over).
     public static let maxJSONBytes = 8192
 
-    /// The envelope as one line of JSON, keys in DESIGN order.
+    /// The envelope as one line of JSON, keys in the order of docs/envelope-v1.md.
     public var json: String {
         var out = "{\"v\":\(version),\"id\":"
         JSONText.appendString(id, to: &out)

@@ -1,7 +1,7 @@
 internal import CSodium
 import CardRules
 
-/// Card envelope v1 (DESIGN §4, docs/envelope-v1.md): one sealed box per card.
+/// Card envelope v1 (docs/envelope-v1.md): one sealed box per card.
 ///
 /// A fresh 32-byte data key is sealed with `crypto_box_seal` to the vault's public key (`key`);
 /// each field is `base64(nonce(24) ‖ ciphertext ‖ tag(16))` under
@@ -49,7 +49,8 @@ public struct CardEnvelope: Sendable, Hashable {
         Array("vault:v1:\(kid.rawValue):\(id):\(field.rawValue)".utf8)
     }
 
-    /// This envelope without its CVC field (DESIGN §4: dropping the CVC = deleting `fields.cvc`).
+    /// This envelope without its CVC field (docs/envelope-v1.md: dropping the CVC = deleting
+    /// `fields.cvc`).
     public func droppingCVC() -> CardEnvelope {
         var copy = self
         copy.fields[.cvc] = nil
@@ -64,7 +65,7 @@ extension CardEnvelope {
     ///
     /// The card must have a known brand, a valid length and Luhn digit, an expiry that has not
     /// passed, and a CVC of its brand's length when given. The envelope carries no fingerprint:
-    /// only the gateway zone holds the fingerprint key (DESIGN §4), and the gateway computes it.
+    /// only the gateway zone holds the fingerprint key (docs/key-files.md), and the gateway computes it.
     /// - Throws: the card-rules codes (`LUHN_CHECK_FAILED`, `UNKNOWN_CARD_BRAND`,
     ///   `INVALID_CARD_LENGTH`, `BRAND_NOT_ACCEPTED`, `CARD_EXPIRED`, `EXPIRY_TOO_FAR`,
     ///   `INVALID_CVC_LENGTH`, `CVC_MALFORMED`…) with the field they concern, `INPUT_TOO_LARGE`

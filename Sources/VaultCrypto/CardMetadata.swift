@@ -1,7 +1,7 @@
 import CardRules
 
-/// What may be known about a card without opening it (DESIGN §4 `card`): brand, BIN (≤ 8 digits),
-/// last 4, length, expiry and the keyed fingerprint. Safe to store, log and return.
+/// What may be known about a card without opening it (`card` of docs/envelope-v1.md): brand, BIN (≤
+/// 8 digits), last 4, length, expiry and the keyed fingerprint. Safe to store, log and return.
 public struct CardMetadata: Sendable, Hashable {
     /// Stable lowercase brand code.
     public var brand: CardBrand
@@ -36,7 +36,7 @@ public struct CardMetadata: Sendable, Hashable {
             length: info.length, expMonth: expiry.month, expYear: expiry.year, fingerprint: fingerprint)
     }
 
-    /// The JSON object, keys in DESIGN order.
+    /// The JSON object, keys in the order of docs/envelope-v1.md.
     public var json: String {
         var out = "{\"brand\":"
         JSONText.appendString(brand.rawValue, to: &out)

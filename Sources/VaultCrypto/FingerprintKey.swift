@@ -1,8 +1,11 @@
 internal import CSodium
 
-/// The key of card fingerprints: keyed BLAKE2b-256 of the PAN digits (DESIGN §4, PCI DSS 3.5.1.1).
+/// The key of card fingerprints: keyed BLAKE2b-256 of the PAN digits (docs/key-files.md, PCI DSS
+/// 3.5.1.1).
 ///
-/// Held by the sidecar (it is not an opening key). File: one line `vault:fk:v1:<base64 of 32 bytes>`.
+/// Held by the gateway adapter only, beside the secret keys: with the BINs, last 4s and
+/// fingerprints a sidecar stores it would rebuild every PAN. File: one line
+/// `vault:fk:v1:<base64 of 32 bytes>`.
 public struct FingerprintKey: Sendable {
     let bytes: SecureBytes
 

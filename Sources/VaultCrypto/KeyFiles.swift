@@ -3,7 +3,8 @@ import Glibc
 #endif
 internal import CSodium
 
-/// Key files on disk (DESIGN §2): `<kid>.pub` (0644), `<kid>.key` (0600), and the fingerprint key.
+/// Key files on disk (docs/key-files.md): `<kid>.pub` (0644), `<kid>.key` (0600), and the
+/// fingerprint key.
 public enum KeyFiles {
     /// The file name of the fingerprint key inside a keys directory.
     public static let fingerprintKeyFileName = "fingerprint.fk"

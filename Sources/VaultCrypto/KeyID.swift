@@ -1,7 +1,7 @@
 internal import CSodium
 
 /// A key identifier: lowercase hex of the first 8 bytes of BLAKE2b-256 (unkeyed) of the 32-byte
-/// X25519 public key, 16 characters (DESIGN §2).
+/// X25519 public key, 16 characters (docs/key-files.md).
 public struct KeyID: Hashable, Sendable, CustomStringConvertible, Comparable {
     /// The 16 lowercase hex characters.
     public let rawValue: String

@@ -1,6 +1,6 @@
 internal import CSodium
 
-/// A sealed value (DESIGN §3): `vault:v1:<kid>:<base64 of the crypto_box_seal output>`.
+/// A sealed value (docs/sealed-value.md): `vault:v1:<kid>:<base64 of the crypto_box_seal output>`.
 ///
 /// The ciphertext is exactly libsodium's sealed box of the input bytes: anyone with the secret key
 /// opens it with `crypto_box_seal_open` (PyNaCl `SealedBox`) after base64-decoding the last part.

@@ -7,8 +7,8 @@ import CardRules
 /// (`ENVELOPE_KEY_CORRUPT`), every field authenticates under its own slot and envelope id
 /// (`ENVELOPE_FIELD_CORRUPT`), each plaintext has its slot's form (`ENVELOPE_FIELD_INVALID`), and
 /// the metadata re-derived from the opened PAN and expiry equals the envelope's `card`
-/// (`ENVELOPE_METADATA_MISMATCH`). The fingerprint key lives here, in the gateway zone, and
-/// nowhere else (DESIGN §4): `fingerprint(of:)` is how the sidecar gets a token's fingerprint, and
+/// (`ENVELOPE_METADATA_MISMATCH`). The fingerprint key lives here, in the gateway zone, and nowhere
+/// else (docs/key-files.md): `fingerprint(of:)` is how the sidecar gets a token's fingerprint, and
 /// it (or `open(_:checkFingerprint:)`) also refuses an envelope whose carried fingerprint is not
 /// the key's. A payment does not check the carried fingerprint: it does not say which card is
 /// charged, and a stored instrument must stay chargeable if the fingerprint key is ever replaced.

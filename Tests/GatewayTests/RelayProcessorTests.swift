@@ -25,7 +25,7 @@ import VaultOpen
             // processor-requests.jsonl: the leak scan of scripts/test knows these hold test cards.
             try FileManager.default.createDirectory(atPath: "\(dir)/\(name)", withIntermediateDirectories: true)
             log = "\(dir)/\(name)/processor-requests.jsonl"
-            FileManager.default.createFile(atPath: log, contents: nil)
+            _ = FileManager.default.createFile(atPath: log, contents: nil)
             let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
                 .appendingPathComponent("Interop/fake_processor.py").path
             process.executableURL = URL(fileURLWithPath: "/usr/bin/env")

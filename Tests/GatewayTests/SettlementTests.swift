@@ -10,12 +10,13 @@ import Testing
 import VaultCrypto
 import VaultOpen
 
-/// Unknown outcomes settle (DESIGN §7 "Settlement", issue 13 item 3), against the stand-in
-/// processor of Tests/Interop/fake_processor.py in its idempotent mode (a key is charged once and
-/// every later request with it gets the first result, as Stripe does): a 5xx then a success, a
-/// 5xx that means "not charged", a timeout found by the status query, a connection dropped after
-/// charging, an outcome never known (reported at the deadline), a gateway killed mid-call, and
-/// two gateways on one store racing a payment id. Each test counts what reached the processor.
+/// Unknown outcomes settle (docs/errors.md "Unknown outcomes", issue 13 item 3), against the
+/// stand-in processor of Tests/Interop/fake_processor.py in its idempotent mode (a key is charged
+/// once and every later request with it gets the first result, as Stripe does): a 5xx then a
+/// success, a 5xx that means "not charged", a timeout found by the status query, a connection
+/// dropped after charging, an outcome never known (reported at the deadline), a gateway killed
+/// mid-call, and two gateways on one store racing a payment id. Each test counts what reached the
+/// processor.
 @Suite(.serialized) struct SettlementTests {
     typealias Fixture = GatewayRouteTests.Fixture
     typealias StandIn = RelayProcessorTests.StandIn

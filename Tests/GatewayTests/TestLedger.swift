@@ -32,7 +32,7 @@ enum LedgerBackend: String, CaseIterable, CustomTestStringConvertible {
             return (LedgerStore(database: a), LedgerStore(database: b), {
                 one.stop()
                 two.stop()
-                try? await admin.client.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"))
+                _ = try? await admin.client.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"))
                 admin.stop()
             })
         }

@@ -33,7 +33,7 @@ enum StoreBackend: String, CaseIterable, CustomTestStringConvertible {
             return (a, b, {
                 one.stop()
                 two.stop()
-                try? await admin.client.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"))
+                _ = try? await admin.client.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"))
                 admin.stop()
             })
         }

@@ -66,7 +66,7 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
                 cleanup: {
                     running.stop()
                     reopened.stopAll()
-                    try? await admin.client.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(database) WITH (FORCE)"))
+                    _ = try? await admin.client.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(database) WITH (FORCE)"))
                     admin.stop()
                 },
                 payments: { SQLPaymentStore(database: try await open()) },

@@ -225,7 +225,7 @@ import VaultOpen
         let a = try await tokenizer.tokenize(card("4242424242424242"))
         // Another sealing of the same envelope (what rewrap writes): the held CVC no longer belongs.
         let resealed = try CardEnvelope.seal(card("4242424242424242"), to: g.publicKey)
-        try await store.delete(a.token)
+        _ = try await store.delete(a.token)
         var moved = a
         moved.envelope = resealed.droppingCVC()
         moved.cvcField = nil

@@ -240,7 +240,7 @@ import Testing
         let g = try Gateway()
         defer { g.remove() }
         let store = g.dir + "/store.sqlite", audit = g.dir + "/audit.jsonl"
-        FileManager.default.createFile(atPath: store, contents: nil)
+        _ = FileManager.default.createFile(atPath: store, contents: nil)
         let none = try vault("payments", "settle", "pay_none", "--store", "sqlite:" + store, "--outcome", "succeeded")
         #expect(none.status == 1 && none.stderr.contains("PAYMENT_NOT_FOUND"), "\(none.stderr)")
         let t = Int(Date().timeIntervalSince1970 * 1000), old = t - 90_000_000

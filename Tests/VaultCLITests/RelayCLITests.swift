@@ -13,7 +13,7 @@ import Testing
 
         init(dir: String) throws {
             log = dir + "/processor-requests.jsonl"
-            FileManager.default.createFile(atPath: log, contents: nil)
+            _ = FileManager.default.createFile(atPath: log, contents: nil)
             port = try startStandIn(process, script: "fake_processor.py", [log])
         }
 

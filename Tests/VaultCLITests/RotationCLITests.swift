@@ -195,7 +195,7 @@ import Testing
         let s = try Stack()
         let keys = s.dir + "/sidecar-keys"
         let victim = s.dir + "/victim.key"
-        FileManager.default.createFile(atPath: victim, contents: Data("vault:sk:v1:victim\n".utf8), attributes: [.posixPermissions: 0o600])
+        _ = FileManager.default.createFile(atPath: victim, contents: Data("vault:sk:v1:victim\n".utf8), attributes: [.posixPermissions: 0o600])
         chmod(keys, 0o777)
         let refused = try vault("keys", "init", "--keys", keys)
         #expect(refused.status == 2 && refused.stderr.contains("KEYS_DIRECTORY_UNSAFE"), "\(refused.status) \(refused.stderr)")

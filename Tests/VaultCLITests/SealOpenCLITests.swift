@@ -118,7 +118,8 @@ import Testing
         #expect(perms.stderr.contains("KEY_FILE_PERMISSIONS"))
     }
 
-    /// The sealed message is the input less one "\n": a "\r" stays (DESIGN §3), also per line.
+    /// The sealed message is the input less one "\n": a "\r" stays (docs/sealed-value.md), also per
+    /// line.
     @Test func carriageReturnsAreSealedAsGiven() throws {
         let keys = try TestKeys()
         defer { keys.remove() }

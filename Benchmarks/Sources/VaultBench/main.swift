@@ -248,10 +248,10 @@ func run(_ concurrency: Int, seconds: Double, _ op: @escaping @Sendable () -> Bo
 }
 
 // 6. The sidecar over its Unix socket: tokenize vs the no-op route (GET /v1/health) of the same
-// server in the same run, at concurrency 1, 8, 64; p50/p99 latency; the sidecar's peak RSS.
-// With `withGateway`, a `vault gateway` holding the fingerprint key runs beside it and every
-// tokenize includes the gateway's fingerprint (one open per card, requests batched: DESIGN §4's
-// cost model); without it, tokens are stored awaiting their fingerprint.
+// server in the same run, at concurrency 1, 8, 64; p50/p99 latency; the sidecar's peak RSS. With
+// `withGateway`, a `vault gateway` holding the fingerprint key runs beside it and every tokenize
+// includes the gateway's fingerprint (one open per card, requests batched: a tokenize's cost in
+// production, docs/threat-model.md); without it, tokens are stored awaiting their fingerprint.
 @MainActor func sidecarLoad(vault: String, store: String, label: String, withGateway: Bool = true) throws {
     let dir = NSTemporaryDirectory() + "vault-bench-sidecar-\(getpid())-\(label)"
     for sub in ["keys", "gk"] { try FileManager.default.createDirectory(atPath: dir + "/" + sub, withIntermediateDirectories: true) }

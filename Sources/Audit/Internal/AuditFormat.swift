@@ -59,10 +59,10 @@ enum AuditFormat {
         }
     }
 
-    /// An id value: `kid` is 16 lowercase hex (DESIGN §2); the others are `[A-Za-z0-9_-]{1,80}`
-    /// with at least one letter. Every vault id has a letter prefix (`tok_`, `pay_`, `cus_`,
-    /// `env_`); a value without a letter is most likely a card number passed by mistake
-    /// (`4242424242424242`, `4242-4242-4242-4242`), so it is refused.
+    /// An id value: `kid` is 16 lowercase hex (docs/key-files.md); the others are
+    /// `[A-Za-z0-9_-]{1,80}` with at least one letter. Every vault id has a letter prefix (`tok_`,
+    /// `pay_`, `cus_`, `env_`); a value without a letter is most likely a card number passed by
+    /// mistake (`4242424242424242`, `4242-4242-4242-4242`), so it is refused.
     static func isID(_ s: some Collection<UInt8>, key: IDKey) -> Bool {
         let n = s.count
         if key == .kid { return n == 16 && s.allSatisfy(isLowerHex) }

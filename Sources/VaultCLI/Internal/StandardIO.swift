@@ -75,7 +75,7 @@ enum StandardIO {
     }
 
     /// The contents without one trailing "\n" (and, with `carriageReturn`, a "\r" before it).
-    /// Sealing keeps every other byte (DESIGN §3); opening and parsing may drop the CR.
+    /// Sealing keeps every other byte (docs/sealed-value.md); opening and parsing may drop the CR.
     static func droppingTrailingNewline(_ bytes: UnsafeRawBufferPointer, carriageReturn: Bool = true) -> UnsafeRawBufferPointer {
         var n = bytes.count
         if n > 0, bytes[n - 1] == 10 {

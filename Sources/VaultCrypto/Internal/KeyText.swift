@@ -1,4 +1,4 @@
-/// The kinds of key line (DESIGN §2 and §4): `vault:pk:v1:`, `vault:sk:v1:`, `vault:fk:v1:`.
+/// The kinds of key line (docs/key-files.md): `vault:pk:v1:`, `vault:sk:v1:`, `vault:fk:v1:`.
 enum KeyKind: String, Sendable, CaseIterable {
     case `public` = "vault:pk:v1:"
     case secret = "vault:sk:v1:"
