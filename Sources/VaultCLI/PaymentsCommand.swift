@@ -141,7 +141,7 @@ struct PaymentsSettle: AsyncParsableCommand {
         let row = try await mapped { () throws(StoreError) in try await ledger.entry(id) }
         let payment = try await mapped { () throws(StoreError) in try await db.query("SELECT status, code FROM vault_payments WHERE id = ?", [id]).first }
         guard row != nil || payment != nil else {
-            throw VaultError(.init(rawValue: "PAYMENT_NOT_FOUND"), "\(id) is neither in this store's ledger nor among its payments")
+            throw VaultError(.paymentNotFound, "\(id) is neither in this store's ledger nor among its payments")
         }
         let open: Set<String> = ["processing", "unknown"]
         var settlePayment = false
@@ -190,7 +190,7 @@ struct PaymentsSettle: AsyncParsableCommand {
 
     /// A store operation, its error as the CLI reports it.
     static func mapped<T>(_ body: () async throws(StoreError) -> T) async throws(VaultError) -> T {
-        do { return try await body() } catch { throw VaultError(.init(rawValue: error.code.rawValue), error.message) }
+        do { return try await body() } catch { throw VaultError(store: error) }
     }
 
     /// Opens and migrates a store for the command's one transaction-sized job, then closes it.
@@ -199,11 +199,11 @@ struct PaymentsSettle: AsyncParsableCommand {
     static func withDatabase<T: Sendable>(
         _ text: String, logger: Logger, _ body: @escaping @Sendable (Database) async throws(VaultError) -> T
     ) async throws(VaultError) -> T {
-        func vault(_ e: StoreError) -> VaultError { VaultError(.init(rawValue: e.code.rawValue), e.message) }
+        func vault(_ e: StoreError) -> VaultError { VaultError(store: e) }
         switch try StoreLocation(text) {
         case .sqlite(let path):
             guard FileManager.default.fileExists(atPath: path) else {
-                throw VaultError(.init(rawValue: StoreError.Code.unavailable.rawValue), "no SQLite store at \(path)", field: "--store")
+                throw VaultError(.storeUnavailable, "no SQLite store at \(path)", field: "--store")
             }
             let db: Database
             do throws(StoreError) {
@@ -228,15 +228,8 @@ struct PaymentsSettle: AsyncParsableCommand {
             } catch let error as VaultError {
                 throw error
             } catch {
-                throw VaultError(.init(rawValue: StoreError.Code.unavailable.rawValue), "the store failed (\(type(of: error)))")
+                throw VaultError(.storeUnavailable, "the store failed (\(type(of: error)))")
             }
         }
     }
-}
-
-extension VaultError.Code {
-    /// `vault payments settle`: the ledger row or the payment is finished with another outcome.
-    static let settleConflict = VaultError.Code(rawValue: "SETTLE_CONFLICT")
-    /// `vault payments settle`: a gateway holds the ledger row's lease now.
-    static let settleInFlight = VaultError.Code(rawValue: "SETTLE_IN_FLIGHT")
 }
