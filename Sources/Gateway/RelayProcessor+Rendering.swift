@@ -200,7 +200,7 @@ extension RelayProcessor {
 
 extension RelayTemplate {
     /// Maps a processor's answer with the `response` section: a clear outcome, or
-    /// `ProcessorUnavailable` for anything else (a 5xx, a 3xx — redirects are never followed —, a
+    /// `ProcessorError.unavailable` for anything else (a 5xx, a 3xx — redirects are never followed —, a
     /// body without a readable status, a status value the template does not list). The caller
     /// decides what that means (before or after sending).
     public func outcome(httpStatus status: Int, body: ByteBuffer) throws(ProcessorError) -> AuthorizationOutcome {

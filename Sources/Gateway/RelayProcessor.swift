@@ -21,7 +21,7 @@ import VaultOpen
 /// (`LedgerStore`, in the vault's store) is claimed by an atomic insert before anything is sent,
 /// leased for the send's timeout plus a margin; a later send of the same id takes the row over
 /// only by a compare-and-swap on its attempt count. A final outcome is answered again without a
-/// send; a row another call is sending answers `PaymentInProgress` (504
+/// send; a row another call is sending answers `ProcessorError.inProgress` (504
 /// `AUTHORIZATION_IN_PROGRESS`).
 ///
 /// Where it sends: only to the template's host (or its `allowed_hosts`), over https (http to
@@ -31,15 +31,15 @@ import VaultOpen
 /// What a failure means (docs/errors.md says the same):
 /// - a connection never made on the row's first send (nothing left this host), or a 5xx from a
 ///   processor whose template says `"server_errors": "not_charged"`: the row is released and the
-///   answer is `ProcessorUnavailable` (503: nothing charged, retry with the same payment id);
+///   answer is `ProcessorError.unavailable` (503: nothing charged, retry with the same payment id);
 /// - anything else after sending (a timeout, a dropped connection, a 5xx, a 3xx, an unreadable
 ///   answer), and a connection never made on a later send: the outcome is unknown. While the
 ///   card is in hand (`settle.retry_within_seconds`) the call asks the status query and/or
 ///   re-sends with the same idempotency key, with backoff and full jitter; still unknown, the
-///   row waits (`unknown`, next try, deadline) and the answer is `ProcessorOutcomeUnknown` (504).
+///   row waits (`unknown`, next try, deadline) and the answer is `ProcessorError.outcomeUnknown` (504).
 ///   The background settler (`LedgerSettler`) asks the status query for such rows; a re-post of
 ///   the payment (the sidecar's reconciler, with the envelope) re-sends when the template allows
-///   it; past the deadline the outcome is reported `unknown` (`SettlementDeadlinePassed`).
+///   it; past the deadline the outcome is reported `unknown` (`ProcessorError.deadlinePassed`).
 public final class RelayProcessor: PaymentProcessor {
     public var name: String { "relay:" + template.name }
     let template: RelayTemplate
