@@ -1,26 +1,38 @@
+import VaultCrypto
+
 /// The error of the audit log (module Audit): opening or resuming a log file.
 ///
 /// `code` is a stable upper-snake identifier (docs/audit-log.md); new codes are added, never
 /// renamed. `message` names the file and the reason; audit lines never hold card data, and
 /// neither does a message.
 public struct AuditError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// A stable error identifier.
-    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
-        public let rawValue: String
-        public init(rawValue: String) { self.rawValue = rawValue }
-        public var description: String { rawValue }
-
+    /// The audit log's codes: a part of the catalogue (`ErrorCode`), each naming its catalogue code.
+    public enum Code: Sendable, Hashable, CaseIterable, CustomStringConvertible {
         /// The log file cannot be opened, read, locked or examined (the message has the system's reason).
-        public static let logUnavailable = Code(rawValue: "AUDIT_LOG_UNAVAILABLE")
+        case logUnavailable
         /// Appending a line failed (a full disk, an I/O error); the line is not in the file.
-        public static let logWriteFailed = Code(rawValue: "AUDIT_LOG_WRITE_FAILED")
+        case logWriteFailed
         /// The file's last line is not an audit line (another file, an edit, or two torn writes in
         /// a row): the writer will not chain onto it.
-        public static let logTailInvalid = Code(rawValue: "AUDIT_LOG_TAIL_INVALID")
+        case logTailInvalid
         /// `process` is not `sidecar`, `gateway` or `cli`.
-        public static let processInvalid = Code(rawValue: "AUDIT_PROCESS_INVALID")
+        case processInvalid
         /// `record` after `close()`.
-        public static let logClosed = Code(rawValue: "AUDIT_LOG_CLOSED")
+        case logClosed
+
+        /// The catalogue's code.
+        public var code: ErrorCode {
+            switch self {
+            case .logUnavailable: .auditLogUnavailable
+            case .logWriteFailed: .auditLogWriteFailed
+            case .logTailInvalid: .auditLogTailInvalid
+            case .processInvalid: .auditProcessInvalid
+            case .logClosed: .auditLogClosed
+            }
+        }
+        /// The identifier, e.g. `AUDIT_LOG_UNAVAILABLE`.
+        public var rawValue: String { code.rawValue }
+        public var description: String { rawValue }
     }
 
     /// What went wrong, as a stable code.

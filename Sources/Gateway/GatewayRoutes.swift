@@ -104,12 +104,12 @@ public struct GatewayRoutes: Sendable {
         router.get("/v1/authorizations/:payment") { _, context in
             let id = context.parameters.get("payment") ?? ""
             let state: AuthorizationState?
-            do { state = try await processor.authorization(of: id) } catch {
-                throw APIError(.serviceUnavailable, "GATEWAY_UNAVAILABLE", "the processor's ledger could not be read")
+            do throws(ProcessorError) { state = try await processor.authorization(of: id) } catch {
+                throw APIError(.gatewayUnavailable, "the processor's ledger could not be read")
             }
             switch state {
             case nil:
-                throw APIError(.notFound, "AUTHORIZATION_NOT_FOUND", "the processor has no authorization for this payment id: nothing was charged")
+                throw APIError(.authorizationNotFound, "the processor has no authorization for this payment id: nothing was charged")
             case .outcome(let outcome)?:
                 return JSONOut.response(.ok, Self.json(outcome))
             case .pending(let pending)?:
@@ -122,43 +122,43 @@ public struct GatewayRoutes: Sendable {
         router.post("/v1/authorizations/:payment/confirm") { request, context in
             let id = context.parameters.get("payment") ?? ""
             let jwt = try await Self.stringField("three_ds_result", of: request, maxBytes: 8192)
-            let outcome = try await Self.mapped { try await processor.confirm(paymentID: id, threeDSResult: jwt) }
+            let outcome = try await Self.mapped { () async throws(ProcessorError) in try await processor.confirm(paymentID: id, threeDSResult: jwt) }
             context.logger.info("3DS confirmed", metadata: ["payment": "\(id)", "status": "\(outcome.status)"])
             return JSONOut.response(.ok, Self.json(outcome))
         }
         // The sandbox ACS: `{"action":"SUCCESS"}` completes a challenge and answers its result JWT.
         router.post("/v1/sandbox/acs/:transaction") { request, context in
-            guard let sandbox else { throw APIError(.notFound, "NOT_SANDBOX", "only the sandbox processor has an ACS") }
+            guard let sandbox else { throw APIError(.notSandbox, "only the sandbox processor has an ACS") }
             let action = try await Self.stringField("action", of: request, maxBytes: 16)
             let id = context.parameters.get("transaction") ?? ""
-            let jwt = try await Self.mapped { try await sandbox.completeChallenge(transactionID: id, action: action) }
+            let jwt = try await Self.mapped { () async throws(ProcessorError) in try await sandbox.completeChallenge(transactionID: id, action: action) }
             var out = "{\"three_ds_result\":"
             JSONOut.string(jwt, into: &out)
             return JSONOut.response(.ok, out + "}")
         }
     }
 
-    /// Processor errors as coded answers.
-    static func mapped<T>(_ body: () async throws -> T) async throws -> T {
-        do {
+    /// Processor errors of a 3-D Secure step as coded answers.
+    static func mapped<T>(_ body: () async throws(ProcessorError) -> T) async throws(APIError) -> T {
+        do throws(ProcessorError) {
             return try await body()
-        } catch let e as ThreeDSValidator.Failure {
-            throw APIError(APIError.status(for: e.code), e.code, e.message)
-        } catch let e as ProcessorRefusal {
-            throw APIError(HTTPResponse.Status(code: e.status), e.code, e.message)
-        } catch is ProcessorUnavailable {
-            throw APIError(.serviceUnavailable, "GATEWAY_UNAVAILABLE", "the processor could not be reached")
+        } catch {
+            switch error {
+            case .refused(let code, let message): throw APIError(code, message)
+            case .unavailable: throw APIError(.gatewayUnavailable, "the processor could not be reached")
+            default: throw APIError(error.code, error.reason)
+            }
         }
     }
 
     /// A body `{"<name>":"<string>"}` with nothing else.
     static func stringField(_ name: String, of request: Request, maxBytes: Int) async throws -> String {
         guard (request.headers[.contentType] ?? "").lowercased().hasPrefix("application/json") else {
-            throw APIError(.unsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "send Content-Type: application/json")
+            throw APIError(.unsupportedMediaType, "send Content-Type: application/json")
         }
         let body: ByteBuffer
         do { body = try await request.body.collect(upTo: maxBytes + 256) } catch {
-            throw APIError(.contentTooLarge, "BODY_TOO_LARGE", "the request body is too large")
+            throw APIError(.bodyTooLarge, "the request body is too large")
         }
         return try body.withUnsafeReadableBytes { raw throws(APIError) -> String in
             do throws(VaultError) {
@@ -172,7 +172,7 @@ public struct GatewayRoutes: Sendable {
                 guard let value else { throw VaultError(.requestFieldMissing, "\(name) is missing", field: name) }
                 return value
             } catch {
-                throw APIError(APIError.status(for: error.code.rawValue), error.code.rawValue, error.message, field: error.field)
+                throw APIError(error)
             }
         }
     }
@@ -186,11 +186,11 @@ public struct GatewayRoutes: Sendable {
 
     func authorize(_ request: Request, logger: Logger) async throws -> Response {
         guard (request.headers[.contentType] ?? "").lowercased().hasPrefix("application/json") else {
-            throw APIError(.unsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "send Content-Type: application/json")
+            throw APIError(.unsupportedMediaType, "send Content-Type: application/json")
         }
         let body: ByteBuffer
         do { body = try await request.body.collect(upTo: Self.maxBodyBytes) } catch {
-            throw APIError(.contentTooLarge, "BODY_TOO_LARGE", "a request body is at most \(Self.maxBodyBytes) bytes")
+            throw APIError(.bodyTooLarge, "a request body is at most \(Self.maxBodyBytes) bytes")
         }
         let parsed = try body.withUnsafeReadableBytes { raw throws(APIError) in try Self.parse(raw) }
         if let note = AuditNote.current {
@@ -198,7 +198,7 @@ public struct GatewayRoutes: Sendable {
             note.kid = parsed.envelope.kid.rawValue
             note.envelope = parsed.envelope.id
         }
-        let outcome: AuthorizationOutcome
+        let authorized: Result<AuthorizationOutcome, ProcessorError>
         do {
             // The opened card lives in SecureBytes for this scope only; released (wiped) after.
             let card: OpenedCard
@@ -208,43 +208,48 @@ public struct GatewayRoutes: Sendable {
             }
             metrics.opened("ok")
             let start = ContinuousClock.now
-            outcome = try await processor.authorize(
-                AuthorizationRequest(paymentID: parsed.paymentID, amount: parsed.amount, currency: parsed.currency),
-                card: card)
-            metrics.authorized(status: "\(outcome.status)", duration: ContinuousClock.now - start)
-        } catch is PaymentIDReused {
-            throw APIError(.conflict, "PAYMENT_ID_REUSED", "this payment id was already used with another amount, currency or card")
-        } catch is PaymentInProgress {
+            do throws(ProcessorError) {
+                let outcome = try await processor.authorize(
+                    AuthorizationRequest(paymentID: parsed.paymentID, amount: parsed.amount, currency: parsed.currency),
+                    card: card)
+                metrics.authorized(status: "\(outcome.status)", duration: ContinuousClock.now - start)
+                authorized = .success(outcome)
+            } catch {
+                authorized = .failure(error)
+            }
+        }
+        let outcome: AuthorizationOutcome
+        switch authorized {
+        case .success(let o):
+            outcome = o
+        case .failure(.paymentIDReused):
+            throw APIError(.paymentIDReused, "this payment id was already used with another amount, currency or card")
+        case .failure(.inProgress):
             // 504 like an unknown outcome: the sidecar keeps the payment processing and reconciles it.
             metrics.processorFailed("in_progress")
             logger.notice("authorization already in progress", metadata: ["payment": "\(parsed.paymentID)"])
-            throw APIError(
-                .gatewayTimeout, "AUTHORIZATION_IN_PROGRESS",
-                "another call is sending this payment id to the processor or asking about it now; it is not sent again")
-        } catch let pending as AuthorizationPending {
+            throw APIError(.authorizationInProgress, "another call is sending this payment id to the processor or asking about it now; it is not sent again")
+        case .failure(.pending(let pending)):
             metrics.processorFailed("pending")
-            logger.notice("authorization pending settlement", metadata: ["payment": "\(parsed.paymentID)", "reason": "\(pending.pending.reason)"])
-            return JSONOut.response(.gatewayTimeout, Self.json(pending.pending))
-        } catch let unknown as SettlementDeadlinePassed {
+            logger.notice("authorization pending settlement", metadata: ["payment": "\(parsed.paymentID)", "reason": "\(pending.reason)"])
+            return JSONOut.response(.gatewayTimeout, Self.json(pending))
+        case .failure(.deadlinePassed(let reason, let attempts, let deadline)):
             metrics.processorFailed("unknown_past_deadline")
             // The error line operators alert on is the settler's, once per payment id.
-            logger.notice("answered unknown: past the settlement deadline", metadata: ["payment": "\(parsed.paymentID)", "reason": "\(unknown.reason)"])
-            return JSONOut.response(.ok, Self.unknownJSON(reason: unknown.reason, attempts: unknown.attempts, deadline: unknown.deadline))
-        } catch let refusal as ProcessorRefusal {
+            logger.notice("answered unknown: past the settlement deadline", metadata: ["payment": "\(parsed.paymentID)", "reason": "\(reason)"])
+            return JSONOut.response(.ok, Self.unknownJSON(reason: reason, attempts: attempts, deadline: deadline))
+        case .failure(.refused(let code, let message)):
             metrics.processorFailed("refused")
-            logger.error("relay refused to send", metadata: ["payment": "\(parsed.paymentID)", "code": "\(refusal.code)"])
-            throw APIError(HTTPResponse.Status(code: refusal.status), refusal.code, refusal.message)
-        } catch let error as ProcessorOutcomeUnknown {
+            logger.error("relay refused to send", metadata: ["payment": "\(parsed.paymentID)", "code": "\(code)"])
+            throw APIError(code, message)
+        case .failure(.outcomeUnknown(let reason)):
             metrics.processorFailed("unknown")
-            logger.error("processor outcome unknown", metadata: ["payment": "\(parsed.paymentID)", "reason": "\(error.reason)"])
-            throw APIError(
-                .gatewayTimeout, "GATEWAY_UNAVAILABLE",
-                "the processor's answer was lost or unclear; the outcome is not known yet and is being settled (GET /v1/authorizations/\(parsed.paymentID))")
-        } catch let error as ProcessorUnavailable {
+            logger.error("processor outcome unknown", metadata: ["payment": "\(parsed.paymentID)", "reason": "\(reason)"])
+            throw APIError(.gatewayUnavailable, status: 504, "the processor's answer was lost or unclear; the outcome is not known yet and is being settled (GET /v1/authorizations/\(parsed.paymentID))")
+        case .failure(.unavailable(let reason)):
             metrics.processorFailed("unavailable")
-            logger.warning("processor unavailable", metadata: ["payment": "\(parsed.paymentID)", "reason": "\(error.reason)"])
-            throw APIError(
-                .serviceUnavailable, "GATEWAY_UNAVAILABLE", "nothing was charged (\(error.reason)); retry with the same payment id")
+            logger.warning("processor unavailable", metadata: ["payment": "\(parsed.paymentID)", "reason": "\(reason)"])
+            throw APIError(.gatewayUnavailable, "nothing was charged (\(reason)); retry with the same payment id")
         }
         logger.info("authorized", metadata: [
             "payment": "\(parsed.paymentID)", "status": "\(outcome.status)", "processor": "\(processor.name)",
@@ -262,12 +267,12 @@ public struct GatewayRoutes: Sendable {
     /// 503 `FINGERPRINT_KEY_MISSING` when this gateway has no `fingerprint.fk`.
     func fingerprints(_ request: Request) async throws -> Response {
         guard (request.headers[.contentType] ?? "").lowercased().hasPrefix("application/json") else {
-            throw APIError(.unsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "send Content-Type: application/json")
+            throw APIError(.unsupportedMediaType, "send Content-Type: application/json")
         }
         let limit = Self.maxFingerprintBatch * Self.maxBodyBytes
         let body: ByteBuffer
         do { body = try await request.body.collect(upTo: limit) } catch {
-            throw APIError(.contentTooLarge, "BODY_TOO_LARGE", "a fingerprint request is at most \(limit) bytes")
+            throw APIError(.bodyTooLarge, "a fingerprint request is at most \(limit) bytes")
         }
         let envelopes = try body.withUnsafeReadableBytes { raw throws(APIError) -> [CardEnvelope] in
             do throws(VaultError) {
@@ -288,15 +293,12 @@ public struct GatewayRoutes: Sendable {
                 guard let found else { throw VaultError(.requestFieldMissing, "envelopes is missing", field: "envelopes") }
                 return found
             } catch {
-                let status: HTTPResponse.Status = error.code == .requestMalformed ? .badRequest : .unprocessableContent
-                throw APIError(status, error.code.rawValue, error.message, field: error.field)
+                throw APIError(error)
             }
         }
         let opener = self.opener
         guard opener.fingerprintKey != nil else {
-            throw APIError(
-                .serviceUnavailable, "FINGERPRINT_KEY_MISSING",
-                "this gateway has no fingerprint key: make one with `vault keygen --fingerprint --out DIR` in its keys directory")
+            throw APIError(.fingerprintKeyMissing, "this gateway has no fingerprint key: make one with `vault keygen --fingerprint --out DIR` in its keys directory")
         }
         var out = "{\"data\":["
         var answered = 0
@@ -359,14 +361,13 @@ public struct GatewayRoutes: Sendable {
             guard let envelope else { throw VaultError(.requestFieldMissing, "envelope is missing", field: "envelope") }
             return Parsed(paymentID: paymentID, amount: amount, currency: currency, envelope: envelope)
         } catch {
-            let status: HTTPResponse.Status = error.code == .requestMalformed ? .badRequest : .unprocessableContent
-            throw APIError(status, error.code.rawValue, error.message, field: error.field)
+            throw APIError(error)
         }
     }
 
     /// A pending settlement: 409 to `GET /v1/authorizations/{payment_id}`, 504 to a re-post.
     public static func json(_ p: PendingAuthorization) -> String {
-        var out = "{\"error\":{\"code\":\"AUTHORIZATION_PENDING\",\"message\":"
+        var out = "{\"error\":{\"code\":\"\(ErrorCode.authorizationPending.rawValue)\",\"message\":"
         JSONOut.string(
             p.inFlight ? "this payment id is being sent or asked about now; its outcome is not known yet"
                 : "this payment id was sent and its outcome is not known yet; it is being settled", into: &out)

@@ -72,7 +72,7 @@ public struct GatewayServer: Sendable {
         let template: RelayTemplate?
         if case .relay(let templatePath) = configuration.processor {
             do throws(RelayTemplate.Invalid) { template = try RelayTemplate(path: templatePath) } catch {
-                throw VaultError(VaultError.Code(rawValue: error.code), error.message)
+                throw VaultError(error.code, error.message)
             }
         } else {
             template = nil
@@ -86,7 +86,7 @@ public struct GatewayServer: Sendable {
             do throws(RelayTemplate.Invalid) {
                 processor = try RelayProcessor(template: template, ledger: ledger, metrics: metrics, logger: logger)
             } catch {
-                throw VaultError(VaultError.Code(rawValue: error.code), error.message)
+                throw VaultError(error.code, error.message)
             }
         } else {
             // The sandbox plays the 3DS server too: its result-signing key lives as long as this process.
@@ -154,7 +154,7 @@ extension GatewayServer {
                 try await database.migrate()
                 return database
             } catch {
-                throw VaultError(VaultError.Code(rawValue: error.code.rawValue), error.message)
+                throw VaultError(store: error)
             }
         case .postgres(let location):
             let configuration = try location.configuration()
@@ -167,7 +167,7 @@ extension GatewayServer {
                     try await Database(postgres: migrating, logger: logger).migrate()
                 }
             } catch let error as StoreError {
-                throw VaultError(VaultError.Code(rawValue: error.code.rawValue), error.message)
+                throw VaultError(store: error)
             }
             let serving = PostgresClient(configuration: configuration, backgroundLogger: logger)
             services.append(serving)
@@ -225,21 +225,8 @@ struct UIDAllowListMiddleware: RouterMiddleware {
         let rootMayAsk = request.method == .get && request.uri.path == "/v1/keys"
         guard let peer = context.peer, allowed.contains(peer.uid) || (peer.uid == 0 && rootMayAsk) else {
             context.logger.notice("peer refused", metadata: ["uid": "\(context.peer.map { String($0.uid) } ?? "?")"])
-            throw APIError(.forbidden, "PEER_NOT_ALLOWED", "only the sidecar may call the gateway")
+            throw APIError(.peerNotAllowed, "only the sidecar may call the gateway")
         }
         return try await next(request, context)
     }
-}
-
-extension VaultError.Code {
-    /// Core dumps could not be disabled: the gateway refuses to hold secret keys.
-    public static let hardeningFailed = VaultError.Code(rawValue: "HARDENING_FAILED")
-    /// A relay template that cannot be used (docs/errors.md says why in the message).
-    public static let relayTemplateInvalid = VaultError.Code(rawValue: "RELAY_TEMPLATE_INVALID")
-    /// A relay URL the gateway may not send card data to (not https, http not to an allowed
-    /// loopback host, or a host that is not the template's).
-    public static let relayURLNotAllowed = VaultError.Code(rawValue: "RELAY_URL_NOT_ALLOWED")
-    /// The processor's ledger cannot be opened (kept for compatibility: the store's own codes,
-    /// `STORE_UNAVAILABLE`, `STORE_TOO_NEW`, now say why).
-    public static let gatewayLedgerUnavailable = VaultError.Code(rawValue: "GATEWAY_LEDGER_UNAVAILABLE")
 }

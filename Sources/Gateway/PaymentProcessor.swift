@@ -95,87 +95,78 @@ public struct PendingAuthorization: Sendable, Equatable {
     }
 }
 
-/// A processor could not be reached (no connection was made, or a 5xx that the processor documents
-/// as "nothing charged"): nothing was charged, and the caller may retry with the same payment id
-/// (503 `GATEWAY_UNAVAILABLE`).
-public struct ProcessorUnavailable: Error, Sendable, CustomStringConvertible {
-    public var reason: String
-    public init(_ reason: String) { self.reason = reason }
-    public var description: String { "GATEWAY_UNAVAILABLE: \(reason)" }
-}
+/// Every way a processor call can fail, one case per cause; each answers with a code of the
+/// catalogue (`ErrorCode`), so nothing a processor (or its ledger in the store) throws can reach
+/// the caller uncoded.
+public enum ProcessorError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Nothing was charged: no connection was made, a 5xx the processor documents as "nothing
+    /// charged", or the ledger could not be read; the caller may retry with the same payment id
+    /// (503 `GATEWAY_UNAVAILABLE`).
+    case unavailable(String)
+    /// The processor may have acted but its answer was lost or unclear (a timeout, a dropped
+    /// connection, a 5xx, a 3xx, an unreadable answer), or the ledger failed while the payment id
+    /// may have been sent: 504 `GATEWAY_UNAVAILABLE`, the payment stays open and its outcome is
+    /// settled (docs/errors.md "Unknown outcomes").
+    case outcomeUnknown(String)
+    /// Another call (on this or another gateway of the store) holds the payment id now: it is
+    /// sending it or asking the processor about it. 504 `AUTHORIZATION_IN_PROGRESS`, never a second
+    /// send; the sidecar keeps the payment `processing` and asks again.
+    case inProgress
+    /// The payment id was sent and its outcome is being settled, but nothing can be done with this
+    /// call now: its next try is not due, or the template neither re-sends nor has a status query.
+    /// 504 `AUTHORIZATION_PENDING` with the settlement's state.
+    case pending(PendingAuthorization)
+    /// The settlement deadline passed with the outcome still unknown: answered as
+    /// `{"status":"unknown","reason",…}` (200), for an operator to settle by hand.
+    case deadlinePassed(reason: String, attempts: Int, deadline: Date)
+    /// A payment id already charged with another amount, currency or card (409 `PAYMENT_ID_REUSED`).
+    case paymentIDReused
+    /// A coded refusal of the request (not a decline): a 3-D Secure result, a relay URL the gateway
+    /// does not send to, no such authorization or challenge. The catalogue gives its status.
+    case refused(ErrorCode, String)
 
-/// A payment id already charged with another amount, currency or card (409 `PAYMENT_ID_REUSED`).
-public struct PaymentIDReused: Error, Sendable {
-    public init() {}
-}
-
-/// Another call (on this or another gateway of the store) holds the payment id now: it is
-/// sending it or asking the processor about it. 504 `AUTHORIZATION_IN_PROGRESS`, never a second
-/// send; the sidecar keeps the payment `processing` and asks again.
-public struct PaymentInProgress: Error, Sendable {
-    public init() {}
-}
-
-/// The payment id was sent and its outcome is being settled, but nothing can be done with this
-/// call now: its next try is not due, or the template neither re-sends nor has a status query.
-/// 504 `AUTHORIZATION_PENDING` with the settlement's state.
-public struct AuthorizationPending: Error, Sendable {
-    public let pending: PendingAuthorization
-    public init(_ pending: PendingAuthorization) { self.pending = pending }
-}
-
-/// The settlement deadline passed with the outcome still unknown: answered as
-/// `{"status":"unknown","reason",…}` (200), for an operator to settle by hand.
-public struct SettlementDeadlinePassed: Error, Sendable {
-    public let reason: String
-    public let attempts: Int
-    public let deadline: Date
-    public init(reason: String, attempts: Int, deadline: Date) {
-        self.reason = reason
-        self.attempts = attempts
-        self.deadline = deadline
+    /// The catalogue code the gateway answers with.
+    public var code: ErrorCode {
+        switch self {
+        case .unavailable, .outcomeUnknown, .deadlinePassed: .gatewayUnavailable
+        case .inProgress: .authorizationInProgress
+        case .pending: .authorizationPending
+        case .paymentIDReused: .paymentIDReused
+        case .refused(let code, _): code
+        }
     }
-}
 
-/// The processor may have acted but its answer was lost or unclear (a timeout, a dropped
-/// connection, a 5xx, a 3xx, an unreadable answer): 504 `GATEWAY_UNAVAILABLE`, the payment stays
-/// open and its outcome is settled (docs/errors.md "Unknown outcomes").
-public struct ProcessorOutcomeUnknown: Error, Sendable, CustomStringConvertible {
-    public var reason: String
-    public init(_ reason: String) { self.reason = reason }
-    public var description: String { "GATEWAY_UNAVAILABLE (outcome unknown): \(reason)" }
-}
-
-/// A processor's coded refusal of a request (not a decline): status and stable code.
-public struct ProcessorRefusal: Error, Sendable, Equatable {
-    public let status: Int
-    public let code: String
-    public let message: String
-    public init(status: Int, code: String, message: String) {
-        self.status = status
-        self.code = code
-        self.message = message
+    /// Why, for people and logs (never card data).
+    public var reason: String {
+        switch self {
+        case .unavailable(let why), .outcomeUnknown(let why), .refused(_, let why): why
+        case .inProgress: "another call holds this payment id now"
+        case .pending(let p): p.reason
+        case .deadlinePassed(let reason, _, _): reason
+        case .paymentIDReused: "this payment id was already used with another amount, currency or card"
+        }
     }
+
+    public var description: String { "\(code.rawValue): \(reason)" }
 }
 
 /// Where charges go: the built-in sandbox, or a real processor through the relay.
 ///
 /// `authorize` must be idempotent by `paymentID`: a second call with the same id and request
 /// returns the first outcome and charges nothing more; with another request it throws
-/// `PaymentIDReused`. The card is in clear only for the call's duration. Both processors keep
+/// `ProcessorError.paymentIDReused`. The card is in clear only for the call's duration. Both processors keep
 /// their ledger in the vault's store (`LedgerStore`), shared by every gateway of the store.
 public protocol PaymentProcessor: Sendable {
     /// A short name for logs and metrics (`sandbox`, `relay:<template>`); the ledger's `processor`.
     var name: String { get }
-    /// - Throws: `ProcessorUnavailable` (nothing charged), `ProcessorOutcomeUnknown`,
-    ///   `PaymentInProgress`, `AuthorizationPending`, `SettlementDeadlinePassed`, `PaymentIDReused`,
-    ///   `ProcessorRefusal`.
-    func authorize(_ request: AuthorizationRequest, card: OpenedCard) async throws -> AuthorizationOutcome
+    /// - Throws: any `ProcessorError`: `.unavailable` only when nothing was charged.
+    func authorize(_ request: AuthorizationRequest, card: OpenedCard) async throws(ProcessorError) -> AuthorizationOutcome
     /// Completes a payment that required 3-D Secure with the result JWT the cardholder's challenge
     /// produced (validated by `ThreeDSValidator`).
-    /// - Throws: `ThreeDSValidator.Failure`, `ProcessorRefusal`, `ProcessorUnavailable`.
-    func confirm(paymentID: String, threeDSResult: String) async throws -> AuthorizationOutcome
+    /// - Throws: `.refused` (the result, or a payment not waiting for it), `.unavailable`.
+    func confirm(paymentID: String, threeDSResult: String) async throws(ProcessorError) -> AuthorizationOutcome
     /// What is known of a payment id, or nil when it was never sent (or the processor said it never
     /// received it): nil means nothing was charged.
-    func authorization(of paymentID: String) async throws(ProcessorUnavailable) -> AuthorizationState?
+    /// - Throws: `.unavailable` when the ledger cannot be read.
+    func authorization(of paymentID: String) async throws(ProcessorError) -> AuthorizationState?
 }

@@ -21,9 +21,9 @@ extension RelayProcessor {
     }
 
     /// Sends the charge request once.
-    /// - Throws: `ProcessorRefusal` (a filled-in URL the template may not send to) or
-    ///   `ProcessorUnavailable` (a variable not set): both before anything is sent.
-    func charge(_ request: AuthorizationRequest, card: OpenedCard, timeout: Double) async throws -> Attempt {
+    /// - Throws: `.refused` (`RELAY_URL_NOT_ALLOWED`: a filled-in URL the template may not send
+    ///   to) or `.unavailable` (a variable not set): both before anything is sent.
+    func charge(_ request: AuthorizationRequest, card: OpenedCard, timeout: Double) async throws(ProcessorError) -> Attempt {
         let url = try render(template.url, request, percentEncode: true)
         try check(url)
         var headers: [(String, String)] = []
@@ -38,7 +38,7 @@ extension RelayProcessor {
         case .lost(let why): return .unknown(why)
         case .answered(let status, let data):
             if status >= 500 { return .serverError(status) }
-            do throws(ProcessorUnavailable) { return .outcome(try template.outcome(httpStatus: status, body: data)) } catch {
+            do throws(ProcessorError) { return .outcome(try template.outcome(httpStatus: status, body: data)) } catch {
                 return .unknown(error.reason)
             }
         }
@@ -57,7 +57,7 @@ extension RelayProcessor {
         guard let query = settle.status else { return .unknown("the template has no status query") }
         let url: String
         var headers: [(String, String)] = []
-        do {
+        do throws(ProcessorError) {
             url = try render(query.url, request, percentEncode: true)
             try check(url)
             for (name, value) in query.headers { headers.append((name, try render(value, request))) }
@@ -68,24 +68,23 @@ extension RelayProcessor {
         case .notConnected(let why), .lost(let why): return .unknown("status query: \(why)")
         case .answered(let status, let data):
             if query.notFoundHTTPStatuses.contains(status) { return .notFound }
-            do throws(ProcessorUnavailable) { return .found(try template.outcome(httpStatus: status, body: data)) } catch {
+            do throws(ProcessorError) { return .found(try template.outcome(httpStatus: status, body: data)) } catch {
                 return .unknown("status query: \(error.reason)")
             }
         }
     }
 
     /// Refuses a filled-in URL the template may not send to, before anything is sent.
-    func check(_ url: String) throws(ProcessorRefusal) {
+    func check(_ url: String) throws(ProcessorError) {
         do throws(RelayTemplate.Invalid) { try destination.check(url) } catch {
-            throw ProcessorRefusal(status: 422, code: error.code, message: error.message)
+            throw .refused(error.code, error.message)
         }
     }
 
-    static func describe(_ error: any Error) -> String {
+    static func describe(_ error: ProcessorError) -> String {
         switch error {
-        case let e as ProcessorRefusal: e.code
-        case let e as ProcessorUnavailable: e.reason
-        default: "\(type(of: error))"
+        case .refused(let code, _): code.rawValue
+        default: error.reason
         }
     }
 

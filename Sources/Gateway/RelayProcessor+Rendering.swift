@@ -36,7 +36,7 @@ extension RelayProcessor {
 
     /// URL and header values: no card fields (the template was checked on load). In a URL, values
     /// are percent-encoded (a base URL from `{{env:…}}` is taken as it is).
-    func render(_ text: String, _ request: AuthorizationRequest, percentEncode: Bool = false) throws -> String {
+    func render(_ text: String, _ request: AuthorizationRequest, percentEncode: Bool = false) throws(ProcessorError) -> String {
         var out = ""
         var rest = Substring(text)
         while let open = rest.range(of: "{{"), let close = rest.range(of: "}}", range: open.upperBound..<rest.endIndex) {
@@ -50,7 +50,7 @@ extension RelayProcessor {
         return out + rest
     }
 
-    func plainValue(_ name: String, _ request: AuthorizationRequest) throws -> String {
+    func plainValue(_ name: String, _ request: AuthorizationRequest) throws(ProcessorError) -> String {
         switch name {
         case "amount", "#amount": return String(request.amount)
         case "amount_major", "#amount_major": return Self.major(request.amount, exponent: request.currency.exponent)
@@ -62,10 +62,10 @@ extension RelayProcessor {
         case "idempotency_key": return request.paymentID
         case _ where name.hasPrefix("env:"):
             guard let v = environment[String(name.dropFirst(4))] else {
-                throw ProcessorUnavailable("the relay template needs $\(name.dropFirst(4)), which is not set")
+                throw .unavailable("the relay template needs $\(name.dropFirst(4)), which is not set")
             }
             return v
-        default: throw ProcessorUnavailable("placeholder {{\(name)}} has no value here")
+        default: throw .unavailable("placeholder {{\(name)}} has no value here")
         }
     }
 
@@ -78,7 +78,7 @@ extension RelayProcessor {
         case secret(SecureBytes)
     }
 
-    func renderBody(_ request: AuthorizationRequest, card: OpenedCard) throws -> SecureBytes {
+    func renderBody(_ request: AuthorizationRequest, card: OpenedCard) throws(ProcessorError) -> SecureBytes {
         var pieces: [Piece] = []
         let encoding: Encoding
         switch template.body {
@@ -123,7 +123,7 @@ extension RelayProcessor {
     }
 
     /// Splits a template value into pieces; card placeholders become encoded `SecureBytes`.
-    func segments(_ text: String, _ request: AuthorizationRequest, card: OpenedCard, encoding: Encoding, literalIsEncoded: Bool = false) throws -> [Piece] {
+    func segments(_ text: String, _ request: AuthorizationRequest, card: OpenedCard, encoding: Encoding, literalIsEncoded: Bool = false) throws(ProcessorError) -> [Piece] {
         var out: [Piece] = []
         var rest = Substring(text)
         func literal(_ s: Substring) {
@@ -200,20 +200,20 @@ extension RelayProcessor {
 
 extension RelayTemplate {
     /// Maps a processor's answer with the `response` section: a clear outcome, or
-    /// `ProcessorUnavailable` for anything else (a 5xx, a 3xx — redirects are never followed —, a
+    /// `ProcessorError.unavailable` for anything else (a 5xx, a 3xx — redirects are never followed —, a
     /// body without a readable status, a status value the template does not list). The caller
     /// decides what that means (before or after sending).
-    public func outcome(httpStatus status: Int, body: ByteBuffer) throws(ProcessorUnavailable) -> AuthorizationOutcome {
+    public func outcome(httpStatus status: Int, body: ByteBuffer) throws(ProcessorError) -> AuthorizationOutcome {
         let m = response
-        if status >= 500 { throw ProcessorUnavailable("the processor answered \(status)") }
-        if (300..<400).contains(status) { throw ProcessorUnavailable("the processor answered a redirect (\(status)), not followed") }
+        if status >= 500 { throw .unavailable("the processor answered \(status)") }
+        if (300..<400).contains(status) { throw .unavailable("the processor answered a redirect (\(status)), not followed") }
         let json = try? JSONSerialization.jsonObject(with: Data(buffer: body))
         if m.declinedHTTPStatuses.contains(status) {
             let code = m.errorDeclineCodePath.flatMap { RelayProcessor.value(at: $0, in: json) } ?? "generic_decline"
             return .declined(code: RelayProcessor.code(code), reference: m.referencePath.flatMap { RelayProcessor.value(at: $0, in: json) })
         }
         guard (200..<300).contains(status), let value = RelayProcessor.value(at: m.statusPath, in: json) else {
-            throw ProcessorUnavailable("the processor answered \(status) without a readable status")
+            throw .unavailable("the processor answered \(status) without a readable status")
         }
         let reference = m.referencePath.flatMap { RelayProcessor.value(at: $0, in: json) }
         if m.succeeded.contains(value) { return .succeeded(reference: reference ?? "") }
@@ -223,6 +223,6 @@ extension RelayTemplate {
         if m.requiresAction.contains(value) {
             return .requiresAction(ThreeDSChallenge(transactionID: reference ?? "", payload: "", challengeURL: ""))
         }
-        throw ProcessorUnavailable("the processor answered an unknown status")
+        throw .unavailable("the processor answered an unknown status")
     }
 }

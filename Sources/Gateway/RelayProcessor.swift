@@ -21,7 +21,7 @@ import VaultOpen
 /// (`LedgerStore`, in the vault's store) is claimed by an atomic insert before anything is sent,
 /// leased for the send's timeout plus a margin; a later send of the same id takes the row over
 /// only by a compare-and-swap on its attempt count. A final outcome is answered again without a
-/// send; a row another call is sending answers `PaymentInProgress` (504
+/// send; a row another call is sending answers `ProcessorError.inProgress` (504
 /// `AUTHORIZATION_IN_PROGRESS`).
 ///
 /// Where it sends: only to the template's host (or its `allowed_hosts`), over https (http to
@@ -31,15 +31,15 @@ import VaultOpen
 /// What a failure means (docs/errors.md says the same):
 /// - a connection never made on the row's first send (nothing left this host), or a 5xx from a
 ///   processor whose template says `"server_errors": "not_charged"`: the row is released and the
-///   answer is `ProcessorUnavailable` (503: nothing charged, retry with the same payment id);
+///   answer is `ProcessorError.unavailable` (503: nothing charged, retry with the same payment id);
 /// - anything else after sending (a timeout, a dropped connection, a 5xx, a 3xx, an unreadable
 ///   answer), and a connection never made on a later send: the outcome is unknown. While the
 ///   card is in hand (`settle.retry_within_seconds`) the call asks the status query and/or
 ///   re-sends with the same idempotency key, with backoff and full jitter; still unknown, the
-///   row waits (`unknown`, next try, deadline) and the answer is `ProcessorOutcomeUnknown` (504).
+///   row waits (`unknown`, next try, deadline) and the answer is `ProcessorError.outcomeUnknown` (504).
 ///   The background settler (`LedgerSettler`) asks the status query for such rows; a re-post of
 ///   the payment (the sidecar's reconciler, with the envelope) re-sends when the template allows
-///   it; past the deadline the outcome is reported `unknown` (`SettlementDeadlinePassed`).
+///   it; past the deadline the outcome is reported `unknown` (`ProcessorError.deadlinePassed`).
 public final class RelayProcessor: PaymentProcessor {
     public var name: String { "relay:" + template.name }
     let template: RelayTemplate
@@ -121,7 +121,7 @@ public final class RelayProcessor: PaymentProcessor {
 
     // MARK: - Authorize
 
-    public func authorize(_ request: AuthorizationRequest, card: OpenedCard) async throws -> AuthorizationOutcome {
+    public func authorize(_ request: AuthorizationRequest, card: OpenedCard) async throws(ProcessorError) -> AuthorizationOutcome {
         let started = ContinuousClock.now
         let t = now()
         let entry = LedgerEntry(
@@ -139,24 +139,24 @@ public final class RelayProcessor: PaymentProcessor {
     }
 
     /// A call for a payment id that has a row already.
-    func resume(_ row: LedgerEntry, _ request: AuthorizationRequest, card: OpenedCard, started: ContinuousClock.Instant) async throws -> AuthorizationOutcome {
+    func resume(_ row: LedgerEntry, _ request: AuthorizationRequest, card: OpenedCard, started: ContinuousClock.Instant) async throws(ProcessorError) -> AuthorizationOutcome {
         guard row.sameRequest(amount: request.amount, currency: request.currency.code, envelopeID: card.envelopeID) else {
-            throw PaymentIDReused()
+            throw .paymentIDReused
         }
         if row.state == .done, let outcome = Self.outcome(row) { return outcome }
         let t = now()
         // Sent by another call that is still within its lease: never a second send.
-        if row.isLeased(at: t) { throw PaymentInProgress() }
+        if row.isLeased(at: t) { throw .inProgress }
         if Self.isGivenUp(row) || t > deadline(of: row) {
-            throw SettlementDeadlinePassed(reason: row.reason ?? Self.neverAnswered, attempts: row.attempts, deadline: deadline(of: row))
+            throw .deadlinePassed(reason: row.reason ?? Self.neverAnswered, attempts: row.attempts, deadline: deadline(of: row))
         }
-        if row.state == .unknown, let next = row.nextTryAt, next > t { throw AuthorizationPending(pending(row, at: t)) }
+        if row.state == .unknown, let next = row.nextTryAt, next > t { throw .pending(pending(row, at: t)) }
         // Due: settle it now, with the card in hand.
         var held: Held
         if settle.status != nil {
             guard let leased = try await store("lease the row", { () throws(StoreError) in
                 try await ledger.lease(row.paymentID, attempts: row.attempts, leaseUntil: t.addingTimeInterval(sendTimeout + timing.margin), now: t)
-            }) else { throw PaymentInProgress() }
+            }) else { throw .inProgress }
             held = Held(leased, deadline: settle.deadline)
             let reason: String
             switch await queryStatus(request, timeout: sendTimeout) {
@@ -185,18 +185,18 @@ public final class RelayProcessor: PaymentProcessor {
             let leaseUntil = now().addingTimeInterval(sendTimeout + timing.margin)
             guard try await store("renew the lease", { () throws(StoreError) in
                 try await ledger.renew(held.paymentID, attempts: held.attempts, heldUntil: held.leaseUntil, leaseUntil: leaseUntil, countSend: true, now: now())
-            }) else { throw PaymentInProgress() }
+            }) else { throw .inProgress }
             held.attempts += 1
             held.leaseUntil = leaseUntil
         } else if settle.resend {
             guard let taken = try await store("take the row over", { () throws(StoreError) in
                 try await ledger.retake(row.paymentID, attempts: row.attempts, leaseUntil: t.addingTimeInterval(sendTimeout + timing.margin), now: t)
-            }) else { throw PaymentInProgress() }
+            }) else { throw .inProgress }
             held = Held(taken, deadline: settle.deadline)
         } else {
             // Neither a re-send nor a status query: nothing the card in hand can do. The outcome
             // stays unknown until an answer comes some other way or the deadline passes.
-            throw AuthorizationPending(pending(row, at: t))
+            throw .pending(pending(row, at: t))
         }
         metrics.settled("resent")
         logger.notice("re-sending a payment whose outcome is unknown", metadata: ["payment": "\(row.paymentID)", "attempt": "\(held.attempts)"])
@@ -207,7 +207,7 @@ public final class RelayProcessor: PaymentProcessor {
     /// the call's budget allows, asks the status query and/or re-sends with backoff and jitter.
     func sendAndSettle(
         _ request: AuthorizationRequest, card: OpenedCard, held: Held, started: ContinuousClock.Instant, isResend: Bool = false
-    ) async throws -> AuthorizationOutcome {
+    ) async throws(ProcessorError) -> AuthorizationOutcome {
         var held = held
         var result = try await firstSend(request, card: card, held: held)
         var resent = isResend
@@ -232,7 +232,7 @@ public final class RelayProcessor: PaymentProcessor {
                 try? await Task.sleep(for: .milliseconds(Int64(delay * 1000)))
                 if settle.status != nil {
                     guard let timeout = remaining(started) else { throw await leaveUnknown(held, reason: reason) }
-                    guard let renewed = try? await renew(held, timeout: timeout, countSend: false) else { throw PaymentInProgress() }
+                    guard let renewed = try? await renew(held, timeout: timeout, countSend: false) else { throw .inProgress }
                     held = renewed
                     switch await queryStatus(request, timeout: timeout) {
                     case .found(let outcome):
@@ -249,7 +249,7 @@ public final class RelayProcessor: PaymentProcessor {
                 }
                 if settle.resend {
                     guard let timeout = remaining(started) else { throw await leaveUnknown(held, reason: reason) }
-                    guard let renewed = try? await renew(held, timeout: timeout, countSend: true) else { throw PaymentInProgress() }
+                    guard let renewed = try? await renew(held, timeout: timeout, countSend: true) else { throw .inProgress }
                     held = renewed
                     metrics.settled("resent")
                     resent = true
@@ -270,9 +270,9 @@ public final class RelayProcessor: PaymentProcessor {
 
     /// The row's first send in this call: on attempt 1, a connection never made (or a 5xx that
     /// the template says charges nothing, or a URL refused before sending) releases the row.
-    func firstSend(_ request: AuthorizationRequest, card: OpenedCard, held: Held) async throws -> SendResult {
+    func firstSend(_ request: AuthorizationRequest, card: OpenedCard, held: Held) async throws(ProcessorError) -> SendResult {
         let attempt: Attempt
-        do {
+        do throws(ProcessorError) {
             attempt = try await charge(request, card: card, timeout: sendTimeout)
         } catch {
             // Refused before sending (a URL the template may not send to, a variable not set):
@@ -287,11 +287,11 @@ public final class RelayProcessor: PaymentProcessor {
         switch attempt {
         case .outcome(let outcome): return .outcome(outcome)
         case .notConnected(let why) where held.attempts == 1:
-            if (try? await ledger.release(held.paymentID)) == true { throw ProcessorUnavailable(why) }
+            if (try? await ledger.release(held.paymentID)) == true { throw .unavailable(why) }
             return .unknown(why)
         case .serverError(let status) where held.attempts == 1 && settle.serverErrors == .notCharged:
             if (try? await ledger.release(held.paymentID)) == true {
-                throw ProcessorUnavailable("the processor answered \(status), which it documents as nothing charged")
+                throw .unavailable("the processor answered \(status), which it documents as nothing charged")
             }
             return .unknown("the processor answered \(status)")
         default:
@@ -319,30 +319,30 @@ public final class RelayProcessor: PaymentProcessor {
 
     /// Records the processor's outcome; the row's recorded outcome if another writer settled it
     /// first (an operator, by hand).
-    func record(_ outcome: AuthorizationOutcome, _ held: Held) async throws -> AuthorizationOutcome {
+    func record(_ outcome: AuthorizationOutcome, _ held: Held) async throws(ProcessorError) -> AuthorizationOutcome {
         let (status, code, reference) = Self.columns(outcome)
-        do {
+        do throws(StoreError) {
             if try await ledger.settle(held.paymentID, status: status, declineCode: code, reference: reference, now: now()) { return outcome }
             if let row = try await ledger.entry(held.paymentID), let recorded = Self.outcome(row) { return recorded }
             return outcome
         } catch {
             // The row stays leased, then due: the settler or a re-post finds the outcome again.
-            throw ProcessorOutcomeUnknown("the processor answered but its outcome could not be recorded")
+            throw .outcomeUnknown("the processor answered but its outcome could not be recorded")
         }
     }
 
     /// Leaves the row `unknown` with its next try (`at`, or after backoff) and deadline, if the
     /// call still holds it; the error to answer (504).
-    func leaveUnknown(_ held: Held, reason: String, at next: Date? = nil) async -> ProcessorOutcomeUnknown {
+    func leaveUnknown(_ held: Held, reason: String, at next: Date? = nil) async -> ProcessorError {
         let t = now()
         _ = try? await ledger.markUnknown(
             held.paymentID, attempts: held.attempts, heldUntil: held.leaseUntil, reason: reason,
             nextTryAt: next ?? nextTry(created: held.createdAt, at: t, deadline: held.deadline), deadlineAt: held.deadline, now: t)
-        return ProcessorOutcomeUnknown(reason)
+        return .outcomeUnknown(reason)
     }
 
     /// Renews the call's lease for one more network step of `timeout` seconds (counting a send).
-    func renew(_ held: Held, timeout: Double, countSend: Bool) async throws -> Held? {
+    func renew(_ held: Held, timeout: Double, countSend: Bool) async throws(StoreError) -> Held? {
         let t = now()
         let leaseUntil = t.addingTimeInterval(timeout + timing.margin)
         guard try await ledger.renew(held.paymentID, attempts: held.attempts, heldUntil: held.leaseUntil, leaseUntil: leaseUntil, countSend: countSend, now: t)
@@ -403,9 +403,9 @@ public final class RelayProcessor: PaymentProcessor {
 
     // MARK: - What the gateway knows
 
-    public func authorization(of paymentID: String) async throws(ProcessorUnavailable) -> AuthorizationState? {
+    public func authorization(of paymentID: String) async throws(ProcessorError) -> AuthorizationState? {
         let row: LedgerEntry?
-        do { row = try await ledger.entry(paymentID) } catch { throw ProcessorUnavailable("the ledger failed (\(error.code))") }
+        do { row = try await ledger.entry(paymentID) } catch { throw .unavailable("the ledger failed (\(error.code))") }
         guard let row else { return nil }
         if row.state == .done, let outcome = Self.outcome(row) { return .outcome(outcome) }
         let t = now()
@@ -423,8 +423,8 @@ public final class RelayProcessor: PaymentProcessor {
             reason: row.reason ?? (inFlight ? "being sent to the processor" : Self.neverAnswered))
     }
 
-    public func confirm(paymentID: String, threeDSResult: String) async throws -> AuthorizationOutcome {
-        throw ProcessorRefusal(status: 409, code: "PAYMENT_NOT_AWAITING_ACTION", message: "the relay does not run 3-D Secure challenges")
+    public func confirm(paymentID: String, threeDSResult: String) async throws(ProcessorError) -> AuthorizationOutcome {
+        throw .refused(.paymentNotAwaitingAction, "the relay does not run 3-D Secure challenges")
     }
 
     // MARK: - Background settlement
@@ -502,7 +502,7 @@ public final class RelayProcessor: PaymentProcessor {
     /// A ledger operation before this call sends. A store that fails is an unknown outcome (504),
     /// never "nothing charged": the payment id may have been sent by an earlier call, and a 503
     /// would let the sidecar drop a payment that was charged.
-    func store<T>(_ what: String, _ body: () async throws(StoreError) -> T) async throws(ProcessorOutcomeUnknown) -> T {
-        do { return try await body() } catch { throw ProcessorOutcomeUnknown("the ledger failed to \(what) (\(error.code)); nothing was sent by this call") }
+    func store<T>(_ what: String, _ body: () async throws(StoreError) -> T) async throws(ProcessorError) -> T {
+        do { return try await body() } catch { throw .outcomeUnknown("the ledger failed to \(what) (\(error.code)); nothing was sent by this call") }
     }
 }

@@ -140,9 +140,9 @@ public struct RelayTemplate: Sendable {
 
     public struct Invalid: Error, CustomStringConvertible, Sendable {
         /// `RELAY_TEMPLATE_INVALID`, or `RELAY_URL_NOT_ALLOWED` for a URL the relay may not send to.
-        public let code: String
+        public let code: ErrorCode
         public let message: String
-        public init(code: String = "RELAY_TEMPLATE_INVALID", message: String) {
+        public init(code: ErrorCode = .relayTemplateInvalid, message: String) {
             self.code = code
             self.message = message
         }
@@ -313,7 +313,7 @@ public struct RelayTemplate: Sendable {
             let query = try destination(of: status.url, "settle.status.url", environment: environment)
             guard query.hosts.isSubset(of: charge.hosts) else {
                 throw Invalid(
-                    code: "RELAY_URL_NOT_ALLOWED",
+                    code: .relayURLNotAllowed,
                     message: "settle.status.url names a host that is not request.url's nor in allowed_hosts")
             }
         }
@@ -344,15 +344,15 @@ public struct RelayTemplate: Sendable {
         let schemeEnd = filled.range(of: "://")
         let authority = schemeEnd.map { filled[$0.upperBound...].prefix { !"/?#".contains($0) } } ?? ""
         if filled[..<(schemeEnd?.lowerBound ?? filled.endIndex)].contains("\u{1}") {
-            throw Invalid(code: "RELAY_URL_NOT_ALLOWED", message: "\(what) has a placeholder in its scheme")
+            throw Invalid(code: .relayURLNotAllowed, message: "\(what) has a placeholder in its scheme")
         }
         if authority.contains("\u{1}") {
             guard !allowedHosts.isEmpty else {
-                throw Invalid(code: "RELAY_URL_NOT_ALLOWED", message: "\(what) has a placeholder in its host: list the hosts it may name in request.allowed_hosts")
+                throw Invalid(code: .relayURLNotAllowed, message: "\(what) has a placeholder in its host: list the hosts it may name in request.allowed_hosts")
             }
             let scheme = String(filled[..<schemeEnd!.lowerBound]).lowercased()
             guard scheme == "https" || (scheme == "http" && allowHTTPLoopback && allowedHosts.allSatisfy(Self.isLoopback)) else {
-                throw Invalid(code: "RELAY_URL_NOT_ALLOWED", message: "\(what) is an https URL")
+                throw Invalid(code: .relayURLNotAllowed, message: "\(what) is an https URL")
             }
             return Destination(hosts: allowedHosts, allowHTTPLoopback: allowHTTPLoopback)
         }
@@ -370,7 +370,7 @@ public struct RelayTemplate: Sendable {
         public func check(_ url: String) throws(Invalid) {
             let host = try RelayTemplate.checkedHost(url, allowHTTPLoopback: allowHTTPLoopback)
             guard hosts.contains(host) else {
-                throw Invalid(code: "RELAY_URL_NOT_ALLOWED", message: "the filled-in relay URL names a host that is not the template's nor in allowed_hosts")
+                throw Invalid(code: .relayURLNotAllowed, message: "the filled-in relay URL names a host that is not the template's nor in allowed_hosts")
             }
         }
     }
@@ -379,26 +379,26 @@ public struct RelayTemplate: Sendable {
     /// - Throws: `RELAY_URL_NOT_ALLOWED`.
     static func checkedHost(_ text: String, allowHTTPLoopback: Bool) throws(Invalid) -> String {
         guard let u = URL(string: text), let scheme = u.scheme?.lowercased(), var host = u.host?.lowercased(), !host.isEmpty else {
-            throw Invalid(code: "RELAY_URL_NOT_ALLOWED", message: "request.url is not a URL with a host")
+            throw Invalid(code: .relayURLNotAllowed, message: "request.url is not a URL with a host")
         }
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
         guard u.user == nil, u.password == nil else {
-            throw Invalid(code: "RELAY_URL_NOT_ALLOWED", message: "request.url has user information")
+            throw Invalid(code: .relayURLNotAllowed, message: "request.url has user information")
         }
         switch scheme {
         case "https": return host
         case "http":
             guard isLoopback(host) else {
-                throw Invalid(code: "RELAY_URL_NOT_ALLOWED", message: "request.url is http to a host that is not loopback: card data goes over https only")
+                throw Invalid(code: .relayURLNotAllowed, message: "request.url is http to a host that is not loopback: card data goes over https only")
             }
             guard allowHTTPLoopback else {
                 throw Invalid(
-                    code: "RELAY_URL_NOT_ALLOWED",
+                    code: .relayURLNotAllowed,
                     message: "request.url is http to a loopback host: allowed only with \"allow_http_loopback\": true in request (development only)")
             }
             return host
         default:
-            throw Invalid(code: "RELAY_URL_NOT_ALLOWED", message: "request.url is an https URL")
+            throw Invalid(code: .relayURLNotAllowed, message: "request.url is an https URL")
         }
     }
 

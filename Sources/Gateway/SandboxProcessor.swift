@@ -55,7 +55,7 @@ public final class SandboxProcessor: PaymentProcessor {
         self.now = now
     }
 
-    public func authorize(_ request: AuthorizationRequest, card: OpenedCard) async throws -> AuthorizationOutcome {
+    public func authorize(_ request: AuthorizationRequest, card: OpenedCard) async throws(ProcessorError) -> AuthorizationOutcome {
         let decided = decide(request, card: card)
         var entry = LedgerEntry(
             paymentID: request.paymentID, processor: name, amount: request.amount, currency: request.currency.code,
@@ -71,27 +71,27 @@ public final class SandboxProcessor: PaymentProcessor {
         }
         let claim: LedgerClaim
         do { claim = try await ledger.claim(entry, challenge: challenge) } catch {
-            throw ProcessorUnavailable("the sandbox ledger failed (\(error.code))")
+            throw .unavailable("the sandbox ledger failed (\(error.code))")
         }
         switch claim {
         case .claimed: return decided
         case .existing(let row):
             // A payment id is one charge: the same id with another amount, currency or card is refused.
             guard row.sameRequest(amount: request.amount, currency: request.currency.code, envelopeID: card.envelopeID) else {
-                throw PaymentIDReused()
+                throw .paymentIDReused
             }
             // A row the sandbox did not write (a relay's, in a shared store) is not its to answer.
-            guard let outcome = Self.outcome(row: row, base: challengeBase) else { throw PaymentInProgress() }
+            guard let outcome = Self.outcome(row: row, base: challengeBase) else { throw .inProgress }
             return outcome
         }
     }
 
-    public func authorization(of paymentID: String) async throws(ProcessorUnavailable) -> AuthorizationState? {
+    public func authorization(of paymentID: String) async throws(ProcessorError) -> AuthorizationState? {
         let row: LedgerEntry?
-        do { row = try await ledger.entry(paymentID) } catch { throw ProcessorUnavailable("the sandbox ledger failed (\(error.code))") }
+        do { row = try await ledger.entry(paymentID) } catch { throw .unavailable("the sandbox ledger failed (\(error.code))") }
         guard let row else { return nil }
         guard let outcome = Self.outcome(row: row, base: challengeBase) else {
-            throw ProcessorUnavailable("this payment id is another processor's, not settled yet")
+            throw .unavailable("this payment id is another processor's, not settled yet")
         }
         return .outcome(outcome)
     }
@@ -99,34 +99,43 @@ public final class SandboxProcessor: PaymentProcessor {
     /// The sandbox ACS: the cardholder completes challenge `transactionID` with `action`
     /// (SUCCESS, NOACTION, FAILURE, ERROR, CANCEL, TIMEOUT); the answer is the result JWT that
     /// the caller posts to confirm the payment. The JWT is valid for ten minutes.
-    public func completeChallenge(transactionID: String, action: String) async throws -> String {
+    public func completeChallenge(transactionID: String, action: String) async throws(ProcessorError) -> String {
         guard ThreeDSValidator.Action(rawValue: action) != nil else {
-            throw ProcessorRefusal(status: 422, code: "THREE_DS_ACTION_INVALID", message: "action is SUCCESS, NOACTION, FAILURE, ERROR, CANCEL or TIMEOUT")
+            throw .refused(.threeDSActionInvalid, "action is SUCCESS, NOACTION, FAILURE, ERROR, CANCEL or TIMEOUT")
         }
         let found: (paymentID: String, requestJTI: String)?
         do { found = try await ledger.challenge(transactionID) } catch {
-            throw ProcessorUnavailable("the sandbox ledger failed (\(error.code))")
+            throw .unavailable("the sandbox ledger failed (\(error.code))")
         }
         guard let found else {
-            throw ProcessorRefusal(status: 404, code: "THREE_DS_TRANSACTION_NOT_FOUND", message: "no 3DS challenge with that transaction id")
+            throw .refused(.threeDSTransactionNotFound, "no 3DS challenge with that transaction id")
         }
         let t = now()
-        return try await threeDS.sign(
-            action: action, audience: found.requestJTI, issuedAt: t, expiresAt: t.addingTimeInterval(600), id: RandomID.make(prefix: "jti_"))
+        do {
+            return try await threeDS.sign(
+                action: action, audience: found.requestJTI, issuedAt: t, expiresAt: t.addingTimeInterval(600), id: RandomID.make(prefix: "jti_"))
+        } catch {
+            throw .unavailable("the sandbox 3DS server could not sign the result (\(type(of: error)))")
+        }
     }
 
-    public func confirm(paymentID: String, threeDSResult: String) async throws -> AuthorizationOutcome {
+    public func confirm(paymentID: String, threeDSResult: String) async throws(ProcessorError) -> AuthorizationOutcome {
         let found: (entry: LedgerEntry, requestJTI: String?)?
         do { found = try await ledger.awaitingChallenge(paymentID) } catch {
-            throw ProcessorUnavailable("the sandbox ledger failed (\(error.code))")
+            throw .unavailable("the sandbox ledger failed (\(error.code))")
         }
         guard let found else {
-            throw ProcessorRefusal(status: 404, code: "AUTHORIZATION_NOT_FOUND", message: "the processor has no authorization for this payment id")
+            throw .refused(.authorizationNotFound, "the processor has no authorization for this payment id")
         }
         guard found.entry.state == .done, found.entry.status == "requires_action", let audience = found.requestJTI else {
-            throw ProcessorRefusal(status: 409, code: "PAYMENT_NOT_AWAITING_ACTION", message: "this payment is not waiting for 3-D Secure")
+            throw .refused(.paymentNotAwaitingAction, "this payment is not waiting for 3-D Secure")
         }
-        let (action, resultID) = try await threeDS.validate(threeDSResult, expectedAudience: audience, now: now())
+        let (action, resultID): (ThreeDSValidator.Action, String)
+        do throws(ThreeDSValidator.Failure) {
+            (action, resultID) = try await threeDS.validate(threeDSResult, expectedAudience: audience, now: now())
+        } catch {
+            throw .refused(error.code, error.message)
+        }
         let reference = RandomID.make(prefix: "sbx_")
         let outcome: AuthorizationOutcome = action.declineCode.map { .declined(code: $0, reference: reference) } ?? .succeeded(reference: reference)
         let code: String? = if case .declined(let c, _) = outcome { c } else { nil }
@@ -136,13 +145,13 @@ public final class SandboxProcessor: PaymentProcessor {
             confirmation = try await ledger.confirmChallenge(
                 paymentID, resultID: resultID, status: outcome.status, declineCode: code, reference: reference, now: now())
         } catch {
-            throw ProcessorUnavailable("the sandbox ledger failed (\(error.code))")
+            throw .unavailable("the sandbox ledger failed (\(error.code))")
         }
         switch confirmation {
         case .confirmed: return outcome
-        case .resultReplayed: throw ThreeDSValidator.Failure(code: "THREE_DS_JWT_REPLAYED", message: "this 3DS result was already used")
+        case .resultReplayed: throw .refused(.threeDSJWTReplayed, "this 3DS result was already used")
         case .notAwaiting:
-            throw ProcessorRefusal(status: 409, code: "PAYMENT_NOT_AWAITING_ACTION", message: "this payment is not waiting for 3-D Secure")
+            throw .refused(.paymentNotAwaitingAction, "this payment is not waiting for 3-D Secure")
         }
     }
 

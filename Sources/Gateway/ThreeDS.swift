@@ -1,4 +1,5 @@
 import Foundation
+import VaultCrypto
 import Crypto
 import JWTKit
 
@@ -46,8 +47,9 @@ public struct ThreeDSValidator: Sendable {
         }
     }
 
+    /// A refused result: `THREE_DS_JWT_INVALID`, `_MISMATCH`, `_EXPIRED` (or `_REPLAYED`, by the ledger).
     public struct Failure: Error, Sendable, Equatable {
-        public let code: String
+        public let code: ErrorCode
         public let message: String
     }
 
@@ -74,26 +76,26 @@ public struct ThreeDSValidator: Sendable {
     /// Validates `jwt` for the challenge whose request had `expectedAudience` as its `jti`.
     /// Returns the action and the result's own `jti` (for the replay check).
     public func validate(_ jwt: String, expectedAudience: String, now: Date = Date()) async throws(Failure) -> (Action, String) {
-        guard jwt.utf8.count <= 8192 else { throw Failure(code: "THREE_DS_JWT_INVALID", message: "the 3DS result is too long") }
+        guard jwt.utf8.count <= 8192 else { throw Failure(code: .threeDSJWTInvalid, message: "the 3DS result is too long") }
         let claims: Claims
         do {
             claims = try await keys.verify(jwt, as: Claims.self)
         } catch {
-            throw Failure(code: "THREE_DS_JWT_INVALID", message: "the 3DS result is not a JWT signed by the 3DS server")
+            throw Failure(code: .threeDSJWTInvalid, message: "the 3DS result is not a JWT signed by the 3DS server")
         }
         guard claims.iss.value == issuer else {
-            throw Failure(code: "THREE_DS_JWT_INVALID", message: "the 3DS result has another issuer")
+            throw Failure(code: .threeDSJWTInvalid, message: "the 3DS result has another issuer")
         }
         guard claims.aud.value == [expectedAudience] else {
-            throw Failure(code: "THREE_DS_JWT_MISMATCH", message: "the 3DS result belongs to another challenge")
+            throw Failure(code: .threeDSJWTMismatch, message: "the 3DS result belongs to another challenge")
         }
         guard claims.exp.value.addingTimeInterval(skew) > now, claims.iat.value.addingTimeInterval(-skew) <= now else {
-            throw Failure(code: "THREE_DS_JWT_EXPIRED", message: "the 3DS result has expired (or is dated in the future)")
+            throw Failure(code: .threeDSJWTExpired, message: "the 3DS result has expired (or is dated in the future)")
         }
         guard let action = Action(rawValue: claims.Payload.ActionCode) else {
-            throw Failure(code: "THREE_DS_JWT_INVALID", message: "the 3DS result has an unknown ActionCode")
+            throw Failure(code: .threeDSJWTInvalid, message: "the 3DS result has an unknown ActionCode")
         }
-        guard !claims.jti.value.isEmpty else { throw Failure(code: "THREE_DS_JWT_INVALID", message: "the 3DS result has no jti") }
+        guard !claims.jti.value.isEmpty else { throw Failure(code: .threeDSJWTInvalid, message: "the 3DS result has no jti") }
         return (action, claims.jti.value)
     }
 }

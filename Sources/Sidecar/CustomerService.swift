@@ -28,7 +28,7 @@ public struct CustomerService: Sendable {
 
     public func customer(_ id: String) async throws(APIError) -> (CustomerRecord, [InstrumentRecord]) {
         guard let c = try await store({ () throws(StoreError) in try await customers.customer(id) }) else {
-            throw APIError(.notFound, "CUSTOMER_NOT_FOUND", "no customer with that id")
+            throw APIError(.customerNotFound, "no customer with that id")
         }
         return (c, try await store { () throws(StoreError) in try await customers.instruments(of: id) })
     }
@@ -41,7 +41,7 @@ public struct CustomerService: Sendable {
         // Claim the token first: of two attaches racing on one token, one wins.
         let claimed: Bool
         do throws(StoreError) { claimed = try await tokenizer.store.delete(token) } catch { throw APIError(VaultError(store: error)) }
-        guard claimed else { throw APIError(.notFound, "TOKEN_NOT_FOUND", "no live token with that id") }
+        guard claimed else { throw APIError(.tokenNotFound, "no live token with that id") }
         tokenizer.dropCVC(token)   // an instrument never carries a CVC (PCI DSS 3.3.1)
         // The instrument keeps the fingerprint the gateway gave the token (and only that one: a
         // fingerprint a caller wrote into its envelope is dropped): its envelope carries it, and
@@ -50,20 +50,20 @@ public struct CustomerService: Sendable {
         envelope.card.fingerprint = record.fingerprint
         let instrument = InstrumentRecord(id: RandomID.make(prefix: "ins_"), customer: id, envelope: envelope, createdAt: now())
         guard try await store({ () throws(StoreError) in try await customers.attach(instrument, makeDefault: makeDefault) }) else {
-            throw APIError(.notFound, "CUSTOMER_NOT_FOUND", "no customer with that id")
+            throw APIError(.customerNotFound, "no customer with that id")
         }
         return instrument
     }
 
     public func setDefault(customer id: String, instrument: String) async throws(APIError) {
         guard try await store({ () throws(StoreError) in try await customers.setDefault(customer: id, instrument: instrument) }) else {
-            throw APIError(.notFound, "INSTRUMENT_NOT_FOUND", "this customer has no instrument with that id")
+            throw APIError(.instrumentNotFound, "this customer has no instrument with that id")
         }
     }
 
     public func detach(customer id: String, instrument: String) async throws(APIError) {
         guard try await store({ () throws(StoreError) in try await customers.detach(customer: id, instrument: instrument) }) else {
-            throw APIError(.notFound, "INSTRUMENT_NOT_FOUND", "this customer has no instrument with that id")
+            throw APIError(.instrumentNotFound, "this customer has no instrument with that id")
         }
     }
 
@@ -71,14 +71,14 @@ public struct CustomerService: Sendable {
     func defaultInstrument(of id: String) async throws(APIError) -> InstrumentRecord {
         let (c, instruments) = try await customer(id)
         guard let def = c.defaultInstrument, let instrument = instruments.first(where: { $0.id == def }) else {
-            throw APIError(.unprocessableContent, "CUSTOMER_HAS_NO_INSTRUMENT", "this customer has no default instrument: attach a token first")
+            throw APIError(.customerHasNoInstrument, "this customer has no default instrument: attach a token first")
         }
         return instrument
     }
 
     private func store<T>(_ body: () async throws(StoreError) -> T) async throws(APIError) -> T {
         do throws(StoreError) { return try await body() } catch {
-            throw APIError(.serviceUnavailable, error.code.rawValue, error.message)
+            throw APIError(VaultError(store: error))
         }
     }
 

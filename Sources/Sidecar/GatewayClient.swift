@@ -8,18 +8,63 @@ import VaultCrypto
 
 /// The sidecar's side of the gateway adapter's socket (`vault serve --gateway PATH`).
 ///
-/// It sends sealed envelopes only; it cannot open them. Errors are classified by what is known
-/// about the charge, because that decides what the sidecar may do next:
-/// - `notSent`: the gateway was never reached, or it answered that the processor was not reached:
-///   nothing was charged, the intent can be dropped and the same idempotency key tried again;
-/// - `outcomeUnknown`: the request may have reached the processor (timeout, connection lost):
-///   the payment stays `processing` until reconciled with `outcome(of:)`;
-/// - `refused`: the gateway refused the request itself (an envelope it would not open): final.
+/// It sends sealed envelopes only; it cannot open them. A failure is one case per cause; what is
+/// known about the charge (`nothingSent`) decides what the sidecar may do next: drop the intent
+/// and let the same idempotency key be tried again, keep the payment `processing` until it is
+/// reconciled with `authorization(of:)`, or record a refusal (final).
 public struct GatewayClient: Sendable {
     public enum Failure: Error, Sendable, Equatable {
-        case notSent(String)
-        case outcomeUnknown(String)
-        case refused(status: Int, code: String, message: String)
+        /// The gateway's socket cannot be reached (no connection was made): nothing was sent.
+        case unreachable(String)
+        /// Connecting to the gateway timed out: nothing was sent.
+        case connectTimedOut
+        /// The gateway refused this sidecar (403 `PEER_NOT_ALLOWED`): nothing was sent.
+        case peerRefused
+        /// The gateway answered that the processor was not reached (503 `GATEWAY_UNAVAILABLE`):
+        /// nothing was charged.
+        case processorUnavailable(String)
+        /// Sent; no answer came within the call's timeout.
+        case timedOut(String)
+        /// Sent; the connection closed before the answer (e.g. a kept-alive connection the
+        /// gateway closed as the request went out).
+        case connectionClosed(String)
+        /// Sent; the call failed midway for another reason.
+        case failedMidway(String)
+        /// The gateway answered that the outcome is not known yet (504): it settles it.
+        case outcomeUnknown(ErrorCode, String)
+        /// An answer the sidecar cannot read (not an outcome, an unexpected status).
+        case badAnswer(String)
+        /// The gateway refused the request itself with a coded error (an envelope it would not
+        /// open, a 3-D Secure result): final. A code this sidecar does not know is `GATEWAY_ERROR`.
+        case refused(ErrorCode, String)
+
+        /// Whether the request certainly never reached a processor: nothing was charged, the
+        /// intent can be dropped and the same idempotency key tried again.
+        public var nothingSent: Bool {
+            switch self {
+            case .unreachable, .connectTimedOut, .peerRefused, .processorUnavailable: true
+            case .timedOut, .connectionClosed, .failedMidway, .outcomeUnknown, .badAnswer, .refused: false
+            }
+        }
+
+        /// Whether the request may have reached a processor and no answer says what happened: the
+        /// payment stays open until the gateway's recorded outcome is known.
+        public var answerLost: Bool {
+            if case .refused = self { return false }
+            return !nothingSent
+        }
+
+        /// For people and logs.
+        public var reason: String {
+            switch self {
+            case .unreachable(let why), .processorUnavailable(let why), .timedOut(let why), .connectionClosed(let why),
+                 .failedMidway(let why), .outcomeUnknown(_, let why), .badAnswer(let why):
+                why
+            case .connectTimedOut: "connecting to the gateway timed out"
+            case .peerRefused: "the gateway refused this sidecar (PEER_NOT_ALLOWED): check its --allow-uid"
+            case .refused(let code, let message): "\(code): \(message)"
+            }
+        }
     }
 
     /// The gateway's answer to an authorization (the JSON of `GatewayRoutes.json`): `succeeded`,
@@ -73,10 +118,10 @@ public struct GatewayClient: Sendable {
         let (status, text) = try await call("POST", "/v1/authorize", body: body)
         if status == 200 { return try Self.outcome(text) }
         let (code, message) = Self.error(text)
-        if status == 504 { throw .outcomeUnknown("the processor's answer was lost") }
-        if status == 503 || code == "GATEWAY_UNAVAILABLE" { throw .notSent("the gateway could not reach the processor") }
-        if status == 403 { throw .notSent("the gateway refused this sidecar (PEER_NOT_ALLOWED): check its --allow-uid") }
-        throw .refused(status: status, code: code, message: message)
+        if status == 504 { throw .outcomeUnknown(code, "the processor's answer was lost") }
+        if status == 503 || code == .gatewayUnavailable { throw .processorUnavailable("the gateway could not reach the processor") }
+        if status == 403 { throw .peerRefused }
+        throw .refused(code, message)
     }
 
     /// Completes a 3-D Secure payment with the result JWT (validated by the gateway).
@@ -87,8 +132,8 @@ public struct GatewayClient: Sendable {
         let (status, text) = try await call("POST", "/v1/authorizations/\(paymentID)/confirm", body: body)
         if status == 200 { return try Self.outcome(text) }
         let (code, message) = Self.error(text)
-        if status == 503 { throw .notSent("the gateway could not reach the processor") }
-        throw .refused(status: status, code: code, message: message)
+        if status == 503 { throw .processorUnavailable("the gateway could not reach the processor") }
+        throw .refused(code, message)
     }
 
     /// The sandbox ACS: completes a challenge with `action`; answers the result JWT.
@@ -97,10 +142,10 @@ public struct GatewayClient: Sendable {
         let (status, text) = try await call("POST", "/v1/sandbox/acs/\(transactionID)", body: "{\"action\":\"\(safeAction)\"}")
         guard status == 200 else {
             let (code, message) = Self.error(text)
-            throw .refused(status: status, code: code, message: message)
+            throw .refused(code, message)
         }
         guard let jwt = (try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])?["three_ds_result"] as? String else {
-            throw .outcomeUnknown("the ACS answered no result")
+            throw .badAnswer("the ACS answered no result")
         }
         return jwt
     }
@@ -108,22 +153,23 @@ public struct GatewayClient: Sendable {
     /// The gateway's fingerprints of envelopes (JSON v1, without their CVC field), in order
     /// (`POST /v1/fingerprints`). The gateway opens each, checks it, and answers only the keyed
     /// hash of its PAN; the sidecar never holds the fingerprint key (docs/key-files.md).
-    /// - Throws: `Failure.notSent` / `.outcomeUnknown` when no answer came (the gateway is down,
-    ///   slow, or has no fingerprint key: `FINGERPRINT_KEY_MISSING`).
+    /// - Throws: a `Failure` when no answer came (the gateway is down, slow, or has no
+    ///   fingerprint key: `.refused(.fingerprintKeyMissing, …)`).
     public func fingerprints(ofEnvelopes envelopeJSON: [String]) async throws(Failure) -> [FingerprintAnswer] {
         let body = "{\"envelopes\":[" + envelopeJSON.joined(separator: ",") + "]}"
         let (status, text) = try await call("POST", "/v1/fingerprints", body: body)
         guard status == 200 else {
             let (code, message) = Self.error(text)
-            throw .refused(status: status, code: code, message: message)
+            throw .refused(code, message)
         }
         guard let json = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
               let data = json["data"] as? [[String: Any]], data.count == envelopeJSON.count
-        else { throw .outcomeUnknown("the gateway's fingerprint answer is not one entry per envelope") }
+        else { throw .badAnswer("the gateway's fingerprint answer is not one entry per envelope") }
         return data.map { entry in
             if let fp = entry["fingerprint"] as? String, FingerprintAnswer.isWellFormed(fp) { return .fingerprint(fp) }
             let e = entry["error"] as? [String: Any]
-            return .refused(code: e?["code"] as? String ?? "GATEWAY_ERROR", message: e?["message"] as? String ?? "the gateway refused the envelope")
+            return .refused(
+                code: Self.code(e?["code"]), message: e?["message"] as? String ?? "the gateway refused the envelope")
         }
     }
 
@@ -139,12 +185,12 @@ public struct GatewayClient: Sendable {
             return .pending(
                 resend: json["resend"] as? Bool ?? false, inFlight: json["in_flight"] as? Bool ?? true, nextTryAt: next,
                 reason: json["reason"] as? String ?? "being settled")
-        default: throw .outcomeUnknown("the gateway answered \(status)")
+        default: throw .badAnswer("the gateway answered \(status)")
         }
     }
 
     private func call(_ method: String, _ path: String, body: String?) async throws(Failure) -> (Int, String) {
-        guard let url = URL(httpURLWithSocketPath: socketPath, uri: path) else { throw .notSent("bad gateway socket path") }
+        guard let url = URL(httpURLWithSocketPath: socketPath, uri: path) else { throw .unreachable("bad gateway socket path") }
         var request = HTTPClientRequest(url: url.absoluteString)
         request.method = .init(rawValue: method)
         if let body {
@@ -162,20 +208,23 @@ public struct GatewayClient: Sendable {
 
     static func classify(_ error: any Error) -> Failure {
         if let io = error as? IOError, [ENOENT, ECONNREFUSED, EACCES, ENOTSOCK].contains(io.errnoCode) {
-            return .notSent("the gateway's socket cannot be reached (errno \(io.errnoCode))")
+            return .unreachable("the gateway's socket cannot be reached (errno \(io.errnoCode))")
         }
-        if let e = error as? HTTPClientError, e == .connectTimeout {
-            return .notSent("connecting to the gateway timed out")
+        if let e = error as? HTTPClientError, e == .connectTimeout { return .connectTimedOut }
+        if error is NIOConnectionError { return .unreachable("the gateway's socket cannot be reached") }
+        if let e = error as? HTTPClientError {
+            let why = "the gateway call failed midway (\(e))"
+            if e == .remoteConnectionClosed { return .connectionClosed(why) }
+            if e == .deadlineExceeded || e == .readTimeout { return .timedOut(why) }
+            return .failedMidway(why)
         }
-        if error is NIOConnectionError { return .notSent("the gateway's socket cannot be reached") }
-        if let e = error as? HTTPClientError { return .outcomeUnknown("the gateway call failed midway (\(e))") }
-        return .outcomeUnknown("the gateway call failed midway (\(type(of: error)))")
+        return .failedMidway("the gateway call failed midway (\(type(of: error)))")
     }
 
     static func outcome(_ text: String) throws(Failure) -> Outcome {
         guard let json = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
               let status = json["status"] as? String, ["succeeded", "declined", "requires_action", "unknown"].contains(status)
-        else { throw .outcomeUnknown("the gateway's answer is not an outcome") }
+        else { throw .badAnswer("the gateway's answer is not an outcome") }
         var next: String?
         if let action = json["next_action"], let data = try? JSONSerialization.data(withJSONObject: action, options: [.sortedKeys, .withoutEscapingSlashes]) {
             next = String(decoding: data, as: UTF8.self)
@@ -185,8 +234,15 @@ public struct GatewayClient: Sendable {
             reason: json["reason"] as? String)
     }
 
-    static func error(_ text: String) -> (String, String) {
+    /// The code and message of the gateway's `{"error":{…}}` answer.
+    static func error(_ text: String) -> (ErrorCode, String) {
         let e = (try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])?["error"] as? [String: Any]
-        return (e?["code"] as? String ?? "GATEWAY_ERROR", e?["message"] as? String ?? "the gateway refused the request")
+        return (code(e?["code"]), e?["message"] as? String ?? "the gateway refused the request")
+    }
+
+    /// A code the gateway sent: one of the catalogue's, or `GATEWAY_ERROR` when it sent none this
+    /// sidecar knows (the gateway and the sidecar are one version: not expected).
+    static func code(_ value: Any?) -> ErrorCode {
+        (value as? String).flatMap(ErrorCode.init(rawValue:)) ?? .gatewayError
     }
 }

@@ -106,8 +106,8 @@ public final class GatewayFingerprinter: Fingerprinter, @unchecked Sendable {
             let until = ContinuousClock.now + retryAfter
             lock.withLock { downUntil = until }
             switch error {
-            case .notSent(let why), .outcomeUnknown(let why): throw .unavailable(why)
-            case .refused(_, let code, let message): throw .unavailable("\(code): \(message)")
+            case .refused(let code, let message): throw .unavailable("\(code): \(message)")
+            default: throw .unavailable(error.reason)
             }
         }
     }

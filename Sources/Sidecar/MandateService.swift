@@ -27,13 +27,13 @@ public struct MandateService: Sendable {
     ) async throws(APIError) -> MandateRecord {
         let (c, instruments) = try await customers.customer(customer)
         guard let chosen = instrument ?? c.defaultInstrument, instruments.contains(where: { $0.id == chosen }) else {
-            throw APIError(.notFound, "INSTRUMENT_NOT_FOUND", "this customer has no such instrument (or no default one)")
+            throw APIError(.instrumentNotFound, "this customer has no such instrument (or no default one)")
         }
         guard amount <= maxAmount else {
-            throw APIError(.unprocessableContent, "MANDATE_AMOUNT_EXCEEDED", "the plan amount is above max_amount", field: "amount")
+            throw APIError(.mandateAmountExceeded, "the plan amount is above max_amount", field: "amount")
         }
         guard expiresAt > now() else {
-            throw APIError(.unprocessableContent, "REQUEST_FIELD_INVALID", "expires_at is in the past", field: "expires_at")
+            throw APIError(.requestFieldInvalid, "expires_at is in the past", field: "expires_at")
         }
         let m = MandateRecord(
             id: RandomID.make(prefix: "mdt_"), customer: customer, instrument: chosen, amount: amount, maxAmount: maxAmount,
@@ -44,7 +44,7 @@ public struct MandateService: Sendable {
 
     public func mandate(_ id: String) async throws(APIError) -> MandateRecord {
         guard let m = try await store({ () throws(StoreError) in try await mandates.mandate(id) }) else {
-            throw APIError(.notFound, "MANDATE_NOT_FOUND", "no mandate with that id")
+            throw APIError(.mandateNotFound, "no mandate with that id")
         }
         return m
     }
@@ -59,12 +59,12 @@ public struct MandateService: Sendable {
         let m = try await mandate(id)
         let amount = amount ?? m.amount
         let key = "\(Self.keyPrefix)\(m.id):cycle:\(cycle)"
-        guard m.status == .active else { throw APIError(.conflict, "MANDATE_CANCELLED", "this mandate was cancelled") }
+        guard m.status == .active else { throw APIError(.mandateCancelled, "this mandate was cancelled") }
         guard (1...m.maxCycles).contains(cycle) else {
-            throw APIError(.unprocessableContent, "MANDATE_CYCLE_INVALID", "cycle is 1 to \(m.maxCycles)", field: "cycle")
+            throw APIError(.mandateCycleInvalid, "cycle is 1 to \(m.maxCycles)", field: "cycle")
         }
         guard amount >= 1, amount <= m.maxAmount else {
-            throw APIError(.unprocessableContent, "MANDATE_AMOUNT_EXCEEDED", "a charge is at most \(m.maxAmount)", field: "amount")
+            throw APIError(.mandateAmountExceeded, "a charge is at most \(m.maxAmount)", field: "amount")
         }
         let due = m.dueDate(ofCycle: cycle)
         // A cycle that was already charged replays (idempotent) whatever the date.
@@ -74,18 +74,18 @@ public struct MandateService: Sendable {
             return try await payments.pay(.init(source: .mandate(m.id, cycle: cycle, instrument: done.token), amount: amount,
                                                 currency: Currency(m.currency)!, idempotencyKey: key, scope: PaymentScope.global))
         }
-        guard due < m.expiresAt, now() < m.expiresAt else { throw APIError(.gone, "MANDATE_EXPIRED", "this mandate has expired") }
+        guard due < m.expiresAt, now() < m.expiresAt else { throw APIError(.mandateExpired, "this mandate has expired") }
         guard now() >= due else {
-            throw APIError(.unprocessableContent, "MANDATE_CYCLE_NOT_DUE", "cycle \(cycle) is due from \(SidecarRoutes.iso(due))", field: "cycle")
+            throw APIError(.mandateCycleNotDue, "cycle \(cycle) is due from \(SidecarRoutes.iso(due))", field: "cycle")
         }
-        guard let currency = Currency(m.currency) else { throw APIError(.unprocessableContent, "CURRENCY_INVALID", "bad currency") }
+        guard let currency = Currency(m.currency) else { throw APIError(.currencyInvalid, "bad currency") }
         return try await payments.pay(.init(source: .mandate(m.id, cycle: cycle, instrument: m.instrument), amount: amount, currency: currency, idempotencyKey: key,
                                             scope: PaymentScope.global))
     }
 
     private func store<T>(_ body: () async throws(StoreError) -> T) async throws(APIError) -> T {
         do throws(StoreError) { return try await body() } catch {
-            throw APIError(.serviceUnavailable, error.code.rawValue, error.message)
+            throw APIError(VaultError(store: error))
         }
     }
 

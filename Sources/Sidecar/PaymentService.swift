@@ -103,12 +103,12 @@ public struct PaymentService: Sendable {
             do throws(VaultError) { token = try await tokenizer.record(id) } catch { throw APIError(error) }
             (sourceID, envelopeJSON, singleUse, tokenWithCVC) = (token.token, token.envelope.json, token.singleUse, token.hasCVC ? token : nil)
         case .customer(let id):
-            guard let customers else { throw APIError(.serviceUnavailable, "STORE_UNAVAILABLE", "customers are not available on this sidecar") }
+            guard let customers else { throw APIError(.storeUnavailable, "customers are not available on this sidecar") }
             let instrument = try await customers.defaultInstrument(of: id)
             (sourceID, envelopeJSON, singleUse, tokenWithCVC) = (instrument.id, instrument.envelope.json, false, nil)
         case .mandate(_, _, let instrumentID):
             guard let customers, let instrument = try? await customers.customers.instrument(instrumentID) else {
-                throw APIError(.unprocessableContent, "MANDATE_INSTRUMENT_GONE", "the mandate's instrument was detached")
+                throw APIError(.mandateInstrumentGone, "the mandate's instrument was detached")
             }
             (sourceID, envelopeJSON, singleUse, tokenWithCVC) = (instrument.id, instrument.envelope.json, false, nil)
         }
@@ -118,7 +118,7 @@ public struct PaymentService: Sendable {
         switch try await store({ () throws(StoreError) in try await payments.begin(intent) }) {
         case .existing(let existing):
             guard let first = try await replay(existing, request) else {
-                throw APIError(.serviceUnavailable, "GATEWAY_UNAVAILABLE", "a concurrent request under this idempotency_key did not reach the gateway; nothing was charged, retry")
+                throw APIError(.gatewayUnavailable, "a concurrent request under this idempotency_key did not reach the gateway; nothing was charged, retry")
             }
             return (first, false)
         case .created: break
@@ -136,7 +136,7 @@ public struct PaymentService: Sendable {
             do throws(GatewayClient.Failure) {
                 outcome = try await gateway.authorize(
                     paymentID: intent.id, amount: intent.amount, currency: intent.currency, envelopeJSON: envelopeJSON)
-            } catch .outcomeUnknown(let why) where why.contains("remoteConnectionClosed") {
+            } catch .connectionClosed(let why) {
                 // A kept-alive connection the gateway closed as the request went out. The gateway
                 // is idempotent by payment id (its ledger answers a repeat with the first outcome),
                 // so asking again once, at once, settles it without a double charge.
@@ -146,26 +146,25 @@ public struct PaymentService: Sendable {
                 do throws(GatewayClient.Failure) {
                     outcome = try await gateway.authorize(
                         paymentID: intent.id, amount: intent.amount, currency: intent.currency, envelopeJSON: envelopeJSON)
-                } catch .notSent(let second) {
-                    throw .outcomeUnknown("\(why); asking again failed: \(second)")
+                } catch let second where second.nothingSent {
+                    throw .failedMidway("\(why); asking again failed: \(second.reason)")
                 }
             }
         } catch {
-            switch error {
-            case .notSent(let why):
+            if error.nothingSent {
                 try? await payments.abandon(intent.id)
-                logger.warning("payment not sent", metadata: ["payment": "\(intent.id)", "reason": "\(why)"])
-                throw APIError(.serviceUnavailable, "GATEWAY_UNAVAILABLE", "\(why); nothing was charged, retry with the same idempotency_key")
-            case .outcomeUnknown(let why):
-                // Sent, the answer lost or unclear: the payment is `processing` (202). The gateway
-                // settles it (status query, re-send under the same processor idempotency key) and
-                // the reconciler records the outcome; a replay of the key gets it as soon as it is known.
-                logger.warning("payment outcome not known yet; settling", metadata: ["payment": "\(intent.id)", "reason": "\(why)"])
-                return (intent, true)
-            case .refused(_, let code, let message):
-                _ = try? await payments.finish(intent.id, status: .failed, code: code, reference: nil, nextAction: nil, now: now())
-                throw APIError(APIError.status(for: code), code, message)
+                logger.warning("payment not sent", metadata: ["payment": "\(intent.id)", "reason": "\(error.reason)"])
+                throw APIError(.gatewayUnavailable, "\(error.reason); nothing was charged, retry with the same idempotency_key")
             }
+            if case .refused(let code, let message) = error {
+                _ = try? await payments.finish(intent.id, status: .failed, code: code.rawValue, reference: nil, nextAction: nil, now: now())
+                throw APIError(code, message)
+            }
+            // Sent, the answer lost or unclear: the payment is `processing` (202). The gateway
+            // settles it (status query, re-send under the same processor idempotency key) and
+            // the reconciler records the outcome; a replay of the key gets it as soon as it is known.
+            logger.warning("payment outcome not known yet; settling", metadata: ["payment": "\(intent.id)", "reason": "\(error.reason)"])
+            return (intent, true)
         }
         return (try await record(outcome, for: intent), true)
     }
@@ -216,7 +215,7 @@ public struct PaymentService: Sendable {
     /// the first attempt was dropped while waiting (it never reached a processor).
     func replay(_ existing: PaymentRecord, _ request: Request) async throws(APIError) -> PaymentRecord? {
         guard existing.request == request.canonical else {
-            throw APIError(.conflict, "IDEMPOTENCY_KEY_REUSED", "this idempotency_key was used for a different payment request")
+            throw APIError(.idempotencyKeyReused, "this idempotency_key was used for a different payment request")
         }
         var current = existing
         let deadline = ContinuousClock.now + replayWait
@@ -226,10 +225,11 @@ public struct PaymentService: Sendable {
             current = fresh
         }
         if current.status == .processing {
-            throw APIError(.conflict, "PAYMENT_IN_PROGRESS", "\(current.id) is still being processed: GET /v1/payments/\(current.id)")
+            throw APIError(.paymentInProgress, "\(current.id) is still being processed: GET /v1/payments/\(current.id)")
         }
-        if current.status == .failed, let code = current.code {
-            throw APIError(APIError.status(for: code), code, "\(current.id) failed: \(code)")
+        if current.status == .failed, let text = current.code {
+            // The gateway's code, as recorded (`GATEWAY_ERROR` for one this version does not know).
+            throw APIError(ErrorCode(rawValue: text) ?? .gatewayError, "\(current.id) failed: \(text)")
         }
         return current
     }
@@ -239,7 +239,7 @@ public struct PaymentService: Sendable {
     public func confirm(_ id: String, threeDSResult jwt: String) async throws(APIError) -> PaymentRecord {
         let p = try await payment(id)
         guard p.status == .requiresAction else {
-            throw APIError(.conflict, "PAYMENT_NOT_AWAITING_ACTION", "\(id) is \(p.status.rawValue), not waiting for 3-D Secure")
+            throw APIError(.paymentNotAwaitingAction, "\(id) is \(p.status.rawValue), not waiting for 3-D Secure")
         }
         let outcome: GatewayClient.Outcome
         do throws(GatewayClient.Failure) {
@@ -247,14 +247,10 @@ public struct PaymentService: Sendable {
         } catch {
             // The gateway may have finished it already (a lost answer, or a retry after one):
             // take its recorded outcome rather than leave the payment waiting forever.
-            if case .refused(_, "PAYMENT_NOT_AWAITING_ACTION", _) = error, let settled = try await settleFromGateway(p) { return settled }
-            if case .outcomeUnknown = error, let settled = try await settleFromGateway(p) { return settled }
-            switch error {
-            case .notSent(let why), .outcomeUnknown(let why):
-                throw APIError(.serviceUnavailable, "GATEWAY_UNAVAILABLE", "\(why); the payment still waits for 3-D Secure")
-            case .refused(let status, let code, let message):
-                throw APIError(HTTPResponse.Status(code: status), code, message)
-            }
+            if case .refused(.paymentNotAwaitingAction, _) = error, let settled = try await settleFromGateway(p) { return settled }
+            if error.answerLost, let settled = try await settleFromGateway(p) { return settled }
+            if case .refused(let code, let message) = error { throw APIError(code, message) }
+            throw APIError(.gatewayUnavailable, "\(error.reason); the payment still waits for 3-D Secure")
         }
         return try await record(outcome, for: p)
     }
@@ -270,17 +266,15 @@ public struct PaymentService: Sendable {
         do throws(GatewayClient.Failure) {
             return try await gateway.completeChallenge(transactionID: transactionID, action: action)
         } catch {
-            switch error {
-            case .notSent(let why), .outcomeUnknown(let why): throw APIError(.serviceUnavailable, "GATEWAY_UNAVAILABLE", why)
-            case .refused(let status, let code, let message): throw APIError(HTTPResponse.Status(code: status), code, message)
-            }
+            if case .refused(let code, let message) = error { throw APIError(code, message) }
+            throw APIError(.gatewayUnavailable, error.reason)
         }
     }
 
     /// A payment by id.
     public func payment(_ id: String) async throws(APIError) -> PaymentRecord {
         guard let p = try await store({ () throws(StoreError) in try await payments.get(id) }) else {
-            throw APIError(.notFound, "PAYMENT_NOT_FOUND", "no payment with that id")
+            throw APIError(.paymentNotFound, "no payment with that id")
         }
         return p
     }
@@ -308,7 +302,7 @@ public struct PaymentService: Sendable {
             do throws(GatewayClient.Failure) {
                 known = try await gateway.authorization(of: p.id)
             } catch {
-                if case .notSent = error {
+                if error.nothingSent {
                     logger.warning("reconcile: gateway not reachable", metadata: ["payment": "\(p.id)"])
                     break
                 }
@@ -360,8 +354,7 @@ public struct PaymentService: Sendable {
 
     private func store<T>(_ body: () async throws(StoreError) -> T) async throws(APIError) -> T {
         do throws(StoreError) { return try await body() } catch {
-            let status: HTTPResponse.Status = error.code == .tokenInUse ? .conflict : .serviceUnavailable
-            throw APIError(status, error.code.rawValue, error.message)
+            throw APIError(VaultError(store: error))
         }
     }
 

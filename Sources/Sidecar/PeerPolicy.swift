@@ -78,7 +78,7 @@ public struct PeerAuthorizationMiddleware: RouterMiddleware {
 
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let peer = context.peer else {
-            throw APIError(.forbidden, "PEER_NOT_ALLOWED", "the peer's credentials could not be read")
+            throw APIError(.peerNotAllowed, "the peer's credentials could not be read")
         }
         let roles = policy.roles(of: peer)
         let allowed: Bool
@@ -92,7 +92,7 @@ public struct PeerAuthorizationMiddleware: RouterMiddleware {
             context.logger.notice("peer refused", metadata: [
                 "uid": "\(peer.uid)", "gid": "\(peer.gid)", "path": "\(JSONReader.printable(String(request.uri.path.prefix(128))))",
             ])
-            throw APIError(.forbidden, "PEER_NOT_ALLOWED", "uid \(peer.uid) may not do this on this vault")
+            throw APIError(.peerNotAllowed, "uid \(peer.uid) may not do this on this vault")
         }
         // The handler learns who calls: idempotency keys are scoped by uid, and a tokenize-only
         // caller sees generic decline codes.
@@ -119,9 +119,4 @@ public struct Caller: Sendable, Equatable {
 
     /// The idempotency scope of this caller's own payments (`POST /v1/payments`).
     static var paymentScope: String { current.map { PaymentScope.peer(uid: $0.uid) } ?? PaymentScope.unknownPeer }
-}
-
-extension VaultError.Code {
-    /// An `--allow` value that cannot be parsed.
-    public static let peerPolicyInvalid = VaultError.Code(rawValue: "PEER_POLICY_INVALID")
 }

@@ -45,7 +45,7 @@ public struct SessionService: Sendable {
 
     public func session(_ id: String) async throws(APIError) -> SessionRecord {
         guard let s = try await store({ () throws(StoreError) in try await sessions.session(id) }) else {
-            throw APIError(.notFound, "SESSION_NOT_FOUND", "no checkout session with that id")
+            throw APIError(.sessionNotFound, "no checkout session with that id")
         }
         return await following(s)
     }
@@ -79,25 +79,25 @@ public struct SessionService: Sendable {
         _ id: String, idempotencyKey: String, tokenize: () async throws(APIError) -> TokenRecord
     ) async throws(APIError) -> (PaymentRecord, Bool) {
         let s = try await session(id)
-        guard let currency = Currency(s.currency) else { throw APIError(.unprocessableContent, "CURRENCY_INVALID", "the session's currency is not valid") }
+        guard let currency = Currency(s.currency) else { throw APIError(.currencyInvalid, "the session's currency is not valid") }
         if s.status == .completed || s.status == .paying, let paid = s.paymentID, let p = try? await payments.payment(paid),
            p.idempotencyKey == idempotencyKey {
             // A replay of the request that completed the session, or of the one whose outcome is
             // still being settled (its payment, `processing` or `unknown`, as it is now).
             return (p, false)
         }
-        guard now() < s.expiresAt else { throw APIError(.gone, "SESSION_EXPIRED", "this checkout session has expired") }
+        guard now() < s.expiresAt else { throw APIError(.sessionExpired, "this checkout session has expired") }
         try refuseIfExhausted(s)
-        guard s.status == .open else { throw APIError(.conflict, "SESSION_USED", "this checkout session was already used") }
+        guard s.status == .open else { throw APIError(.sessionUsed, "this checkout session was already used") }
         let token = try await tokenize()
         guard s.acceptedBrands.isEmpty || s.acceptedBrands.contains(token.card.brand.rawValue) else {
             _ = try? await tokenizer.store.delete(token.token)
-            throw APIError(.unprocessableContent, "SESSION_BRAND_NOT_ACCEPTED", "this session accepts \(s.acceptedBrands.joined(separator: ", ")) only")
+            throw APIError(.sessionBrandNotAccepted, "this session accepts \(s.acceptedBrands.joined(separator: ", ")) only")
         }
         guard try await store({ () throws(StoreError) in try await sessions.transitionSession(id, from: .open, to: .paying, paymentID: nil) }) else {
             _ = try? await tokenizer.store.delete(token.token)
             if let fresh = try? await sessions.session(id) { try refuseIfExhausted(fresh) }
-            throw APIError(.conflict, "SESSION_USED", "this checkout session was already used")
+            throw APIError(.sessionUsed, "this checkout session was already used")
         }
         let attempt = PaymentService.Request(
             source: .token(token.token), amount: s.amount, currency: currency, idempotencyKey: idempotencyKey, scope: PaymentScope.session(id))
@@ -136,15 +136,13 @@ public struct SessionService: Sendable {
     /// that already has as many as the current setting allows).
     private func refuseIfExhausted(_ s: SessionRecord) throws(APIError) {
         if s.status == .closed || (s.status == .open && s.attempts >= maxAttempts) {
-            throw APIError(
-                .conflict, "SESSION_ATTEMPTS_EXCEEDED",
-                "this checkout session was closed after \(s.attempts) failed payment attempts; create a new session")
+            throw APIError(.sessionAttemptsExceeded, "this checkout session was closed after \(s.attempts) failed payment attempts; create a new session")
         }
     }
 
     private func store<T>(_ body: () async throws(StoreError) -> T) async throws(APIError) -> T {
         do throws(StoreError) { return try await body() } catch {
-            throw APIError(.serviceUnavailable, error.code.rawValue, error.message)
+            throw APIError(VaultError(store: error))
         }
     }
 

@@ -98,10 +98,3 @@ public struct SidecarKeys: Sendable {
         return head == Data(prefix.utf8)
     }
 }
-
-extension VaultError.Code {
-    /// The sidecar was given a secret key.
-    public static let secretKeyRefused = VaultError.Code(rawValue: "SECRET_KEY_REFUSED")
-    /// The sidecar was given the fingerprint key (it lives in the gateway zone only).
-    public static let fingerprintKeyRefused = VaultError.Code(rawValue: "FINGERPRINT_KEY_REFUSED")
-}

@@ -140,7 +140,7 @@ public struct MetricsMiddleware<Context: RequestContext>: RouterMiddleware {
             return response
         } catch {
             let status = (error as? any HTTPResponseError)?.status.code ?? 500
-            let code = (error as? APIError)?.code ?? "HTTP_\(status)"
+            let code = (error as? APIError)?.code.rawValue ?? "HTTP_\(status)"
             metrics.request(
                 route: context.endpointPath, method: request.method.rawValue, status: status,
                 duration: ContinuousClock.now - start, errorCode: code)

@@ -13,7 +13,7 @@ import VaultCrypto
 extension SidecarRoutes {
     func sessionService() throws(APIError) -> SessionService {
         guard let sessions else {
-            throw APIError(.serviceUnavailable, "GATEWAY_UNAVAILABLE", "this sidecar has no gateway (vault serve --gateway PATH)")
+            throw APIError(.gatewayUnavailable, "this sidecar has no gateway (vault serve --gateway PATH)")
         }
         return sessions
     }
@@ -106,7 +106,7 @@ extension SidecarRoutes {
 
     func mandateService() throws(APIError) -> MandateService {
         guard let mandates else {
-            throw APIError(.serviceUnavailable, "GATEWAY_UNAVAILABLE", "this sidecar has no gateway (vault serve --gateway PATH)")
+            throw APIError(.gatewayUnavailable, "this sidecar has no gateway (vault serve --gateway PATH)")
         }
         return mandates
     }
@@ -189,7 +189,7 @@ extension SidecarRoutes {
     }
 
     func customerService() throws(APIError) -> CustomerService {
-        guard let customers else { throw APIError(.serviceUnavailable, "STORE_UNAVAILABLE", "customers are not available on this sidecar") }
+        guard let customers else { throw APIError(.storeUnavailable, "customers are not available on this sidecar") }
         return customers
     }
 

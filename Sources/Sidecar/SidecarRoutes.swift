@@ -136,7 +136,7 @@ public struct SidecarRoutes: Sendable {
 
     func paymentService() throws(APIError) -> PaymentService {
         guard let payments else {
-            throw APIError(.serviceUnavailable, "GATEWAY_UNAVAILABLE", "this sidecar has no gateway (vault serve --gateway PATH)")
+            throw APIError(.gatewayUnavailable, "this sidecar has no gateway (vault serve --gateway PATH)")
         }
         return payments
     }
@@ -283,7 +283,7 @@ public struct SidecarRoutes: Sendable {
     static func readJSONBody(_ request: Request) async throws -> SecureBytes {
         let type = request.headers[.contentType]?.lowercased() ?? ""
         guard type.hasPrefix("application/json") else {
-            throw APIError(.unsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "send Content-Type: application/json")
+            throw APIError(.unsupportedMediaType, "send Content-Type: application/json")
         }
         var chunks: [ByteBuffer] = []
         defer { chunks.forEach(zeroInPlace) }
@@ -292,7 +292,7 @@ public struct SidecarRoutes: Sendable {
             chunks.append(chunk)
             total += chunk.readableBytes
             guard total <= maxBodyBytes else {
-                throw APIError(.contentTooLarge, "BODY_TOO_LARGE", "a request body is at most \(maxBodyBytes) bytes")
+                throw APIError(.bodyTooLarge, "a request body is at most \(maxBodyBytes) bytes")
             }
         }
         return SecureBytes(capacity: total) { out in
@@ -322,8 +322,7 @@ public struct SidecarRoutes: Sendable {
             try reader.finish()
             return value
         } catch {
-            let status: HTTPResponse.Status = error.code == .inputTooLarge ? .contentTooLarge : (error.code == .requestMalformed ? .badRequest : .unprocessableContent)
-            throw APIError(status, error.code.rawValue, error.message, field: error.field)
+            throw APIError(error)
         }
     }
 

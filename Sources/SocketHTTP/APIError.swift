@@ -2,48 +2,41 @@ import Foundation
 import Hummingbird
 import VaultCrypto
 
-/// An error answer of the HTTP API (docs/errors.md): status +
-/// `{"error":{"code","message","field"}}`. The message never contains card data; codes are the
-/// stable ones of docs/errors.md.
+/// An error answer of the HTTP API (docs/errors.md): status + `{"error":{"code","message","field"}}`.
+/// The code is one of the catalogue (`ErrorCode`, docs/errors.md), which gives its status; the
+/// message never contains card data.
 public struct APIError: HTTPResponseError, Sendable {
+    public let code: ErrorCode
     public let status: HTTPResponse.Status
-    public let code: String
     public let message: String
     public let field: String?
 
-    /// An error answer.
-    public init(_ status: HTTPResponse.Status, _ code: String, _ message: String, field: String? = nil) {
-        self.status = status
+    /// An error answer with the catalogue's status for `code`.
+    public init(_ code: ErrorCode, _ message: String, field: String? = nil) {
         self.code = code
+        self.status = HTTPResponse.Status(code: code.status)
+        self.message = message
+        self.field = field
+    }
+
+    /// An error answer with the other status the catalogue gives `code` (e.g. 504 for
+    /// `GATEWAY_UNAVAILABLE` when the outcome is unknown). Any other status is a programming error.
+    public init(_ code: ErrorCode, status: Int, _ message: String, field: String? = nil) {
+        precondition(status == code.status || status == code.entry.otherStatus, "\(code) does not answer \(status) (ErrorCode.entry)")
+        self.code = code
+        self.status = HTTPResponse.Status(code: status)
         self.message = message
         self.field = field
     }
 
     /// A vault error with the status its code calls for.
     public init(_ error: VaultError) {
-        self.init(Self.status(for: error.code.rawValue), error.code.rawValue, error.message, field: error.field)
-    }
-
-    /// The status an error code answers with.
-    public static func status(for code: String) -> HTTPResponse.Status {
-        switch code {
-        case "TOKEN_NOT_FOUND", "PAYMENT_NOT_FOUND", "AUTHORIZATION_NOT_FOUND", "THREE_DS_TRANSACTION_NOT_FOUND", "CUSTOMER_NOT_FOUND",
-             "INSTRUMENT_NOT_FOUND", "SESSION_NOT_FOUND", "MANDATE_NOT_FOUND": .notFound
-        case "SESSION_EXPIRED", "MANDATE_EXPIRED": .gone
-        case "INPUT_TOO_LARGE", "BODY_TOO_LARGE": .contentTooLarge
-        case "STORE_UNAVAILABLE", "STORE_ROW_CORRUPT", "GATEWAY_UNAVAILABLE": .serviceUnavailable
-        case "TOKEN_EXISTS", "TOKEN_IN_USE", "IDEMPOTENCY_KEY_REUSED", "PAYMENT_IN_PROGRESS", "PAYMENT_ID_REUSED",
-             "PAYMENT_NOT_AWAITING_ACTION", "THREE_DS_JWT_REPLAYED", "SESSION_USED", "SESSION_ATTEMPTS_EXCEEDED",
-             "MANDATE_CANCELLED": .conflict
-        case "PEER_NOT_ALLOWED": .forbidden
-        case "REQUEST_MALFORMED": .badRequest
-        default: .unprocessableContent
-        }
+        self.init(error.code, error.message, field: error.field)
     }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
         var body = "{\"error\":{\"code\":"
-        JSONOut.string(code, into: &body)
+        JSONOut.string(code.rawValue, into: &body)
         body += ",\"message\":"
         JSONOut.string(message, into: &body)
         if let field {

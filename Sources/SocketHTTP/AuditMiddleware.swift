@@ -42,7 +42,7 @@ public struct AuditMiddleware: RouterMiddleware {
             record(action, outcome, note, context, pathIDs: ok)
             return response
         } catch {
-            outcome = (error as? APIError)?.code ?? "HTTP_\((error as? any HTTPResponseError)?.status.code ?? 500)"
+            outcome = (error as? APIError)?.code.rawValue ?? "HTTP_\((error as? any HTTPResponseError)?.status.code ?? 500)"
             record(action, outcome, note, context, pathIDs: false)
             throw error
         }
@@ -81,7 +81,7 @@ extension AuditLog {
     /// - Throws: `AUDIT_LOG_UNAVAILABLE` and the other codes of `AuditError`, as a `VaultError`.
     public static func open(_ path: String, process: String) throws(VaultError) -> AuditLog {
         do throws(AuditError) { return try AuditLog(path: path, process: process) } catch {
-            throw VaultError(VaultError.Code(rawValue: error.code.rawValue), error.message, field: path)
+            throw VaultError(error.code.code, error.message, field: path)
         }
     }
 }

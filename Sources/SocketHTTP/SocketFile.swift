@@ -107,29 +107,3 @@ public enum SocketFile {
         if let slash = bound.lastIndex(of: "/") { rmdir(String(bound[..<slash])) }
     }
 }
-
-extension VaultError.Code {
-    /// The socket path belongs to a running server or is not a socket.
-    public static let socketPathInUse = VaultError.Code(rawValue: "SOCKET_PATH_IN_USE")
-    /// `--socket-group` names no group, or one this process may not give files to.
-    public static let socketGroupUnknown = VaultError.Code(rawValue: "SOCKET_GROUP_UNKNOWN")
-    /// The socket path (or the private name it is bound under first) does not fit `sun_path`.
-    public static let socketPathTooLong = VaultError.Code(rawValue: "SOCKET_PATH_TOO_LONG")
-    /// The request body is not JSON of the expected shape.
-    public static let requestMalformed = VaultError.Code(rawValue: "REQUEST_MALFORMED")
-    /// A required request field is absent.
-    public static let requestFieldMissing = VaultError.Code(rawValue: "REQUEST_FIELD_MISSING")
-    /// Both of two exclusive fields were given.
-    public static let requestAmbiguous = VaultError.Code(rawValue: "REQUEST_AMBIGUOUS")
-    /// A request field that does not exist.
-    public static let requestFieldUnknown = VaultError.Code(rawValue: "REQUEST_FIELD_UNKNOWN")
-    /// A request field with a value of the wrong form.
-    public static let requestFieldInvalid = VaultError.Code(rawValue: "REQUEST_FIELD_INVALID")
-    /// A field that is not a card field (an idempotency key, a reference, an id) holds what looks
-    /// like a card number (`CardNumberScanner`); the value is never echoed.
-    public static let requestFieldCardNumber = VaultError.Code(rawValue: "REQUEST_FIELD_CARD_NUMBER")
-    /// An amount that is not a positive integer in minor units (or is beyond the sanity bound).
-    public static let amountInvalid = VaultError.Code(rawValue: "AMOUNT_INVALID")
-    /// Not an active ISO 4217 currency code.
-    public static let currencyInvalid = VaultError.Code(rawValue: "CURRENCY_INVALID")
-}

@@ -3,23 +3,35 @@ import VaultCrypto
 /// The one error of the store layer: a stable code and a message without card data, statements
 /// or bound values (a database error is reduced to its result code or SQLSTATE).
 public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// A stable identifier (docs/errors.md).
-    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
-        public let rawValue: String
-        public init(rawValue: String) { self.rawValue = rawValue }
-        public var description: String { rawValue }
+    /// The store's codes: a part of the catalogue (`ErrorCode`), each naming its catalogue code.
+    public enum Code: Sendable, Hashable, CaseIterable, CustomStringConvertible {
         /// The store cannot be reached or refused the operation.
-        public static let unavailable = Code(rawValue: "STORE_UNAVAILABLE")
+        case unavailable
         /// A stored row could not be read back (not what this version wrote).
-        public static let corruptRow = Code(rawValue: "STORE_ROW_CORRUPT")
-        /// A unique key is taken (the stores turn it into their own meaning below).
-        public static let duplicate = Code(rawValue: "STORE_DUPLICATE")
+        case corruptRow
+        /// A unique key is taken (the stores turn it into their own meaning).
+        case duplicate
         /// A token with that id already exists.
-        public static let tokenExists = Code(rawValue: "TOKEN_EXISTS")
+        case tokenExists
         /// A single-use token already has a live or successful payment.
-        public static let tokenInUse = Code(rawValue: "TOKEN_IN_USE")
+        case tokenInUse
         /// The store was made by a newer version (a migration this version does not know).
-        public static let tooNew = Code(rawValue: "STORE_TOO_NEW")
+        case tooNew
+
+        /// The catalogue's code.
+        public var code: ErrorCode {
+            switch self {
+            case .unavailable: .storeUnavailable
+            case .corruptRow: .storeRowCorrupt
+            case .duplicate: .storeDuplicate
+            case .tokenExists: .tokenExists
+            case .tokenInUse: .tokenInUse
+            case .tooNew: .storeTooNew
+            }
+        }
+        /// The identifier, e.g. `STORE_UNAVAILABLE`.
+        public var rawValue: String { code.rawValue }
+        public var description: String { rawValue }
     }
 
     /// What went wrong.
@@ -38,6 +50,6 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
 extension VaultError {
     /// A store error carried over with its code (the HTTP status and exit code follow from it).
     public init(store error: StoreError) {
-        self.init(Code(rawValue: error.code.rawValue), error.message)
+        self.init(error.code.code, error.message)
     }
 }

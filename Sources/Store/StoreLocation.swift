@@ -150,7 +150,7 @@ extension StoreLocation.PostgresLocation {
                 e.serverInfo?[.message] ?? e.underlying.map { String(describing: $0) } ?? e.code.description
             } ?? String(describing: type(of: error))
             let target = socketPath ?? "\(host ?? "localhost"):\(port)"
-            throw VaultError(VaultError.Code(rawValue: StoreError.Code.unavailable.rawValue), "cannot connect to PostgreSQL at \(target) (sslmode=\(tls.mode.rawValue)): \(reason)")
+            throw VaultError(.storeUnavailable, "cannot connect to PostgreSQL at \(target) (sslmode=\(tls.mode.rawValue)): \(reason)")
         }
     }
 }
@@ -186,13 +186,6 @@ extension StoreLocation.TLSSettings {
         }
         return config
     }
-}
-
-extension VaultError.Code {
-    /// A `--store` value that is neither `sqlite:PATH` nor a PostgreSQL URL.
-    public static let storeLocationInvalid = VaultError.Code(rawValue: "STORE_LOCATION_INVALID")
-    /// A TLS certificate or key file for PostgreSQL cannot be loaded.
-    public static let storeTLSInvalid = VaultError.Code(rawValue: "STORE_TLS_INVALID")
 }
 
 extension StoreLocation {

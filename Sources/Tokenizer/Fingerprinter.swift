@@ -18,7 +18,7 @@ public enum FingerprintAnswer: Sendable, Equatable {
     case fingerprint(String)
     /// The gateway opened nothing it would charge: a tampered envelope, metadata that does not
     /// match the card, a kid it does not open. Carries the gateway's code and message.
-    case refused(code: String, message: String)
+    case refused(code: ErrorCode, message: String)
 }
 
 /// Why no fingerprints could be had.

@@ -85,7 +85,7 @@ public struct Tokenizer: Sendable {
             throw VaultError(.envelopeMetadataInvalid, "card.brand is not a known brand", field: "envelope.card.brand")
         }
         if let accepted = validator.acceptedBrands, !accepted.contains(c.brand) {
-            throw VaultError(.init(rawValue: "BRAND_NOT_ACCEPTED"), "this card brand is not accepted", field: "envelope.card.brand")
+            throw VaultError(.brandNotAccepted, "this card brand is not accepted", field: "envelope.card.brand")
         }
         let digits: (String) -> Bool = { $0.utf8.allSatisfy { $0 >= 48 && $0 <= 57 } }
         guard spec.lengths.contains(c.length), c.bin.count == CardNumberInfo.binLength(forLength: c.length), digits(c.bin),
@@ -106,7 +106,7 @@ public struct Tokenizer: Sendable {
             throw VaultError(cardRules: error, field: "envelope.card.exp_month")
         }
         if let code = expiry.validate(now: CalendarMonth(date: t)) {
-            throw VaultError(.init(rawValue: code.rawValue), "the card's expiry is not usable", field: "envelope.card.exp_year")
+            throw VaultError(ErrorCode(cardRules: code), "the card's expiry is not usable", field: "envelope.card.exp_year")
         }
         return try await store(envelope, at: t, sealedHere: false)
     }
@@ -215,17 +215,10 @@ public struct Tokenizer: Sendable {
         case .fingerprint(let fp)?: return fp
         case .refused(let code, let message)?:
             guard refusalIsFinal else { return nil }
-            throw VaultError(VaultError.Code(rawValue: code), message, field: "envelope")
+            throw VaultError(code, message, field: "envelope")
         case nil: return nil
         }
     }
-}
-
-extension VaultError.Code {
-    /// No live token with that id.
-    public static let tokenNotFound = VaultError.Code(rawValue: "TOKEN_NOT_FOUND")
-    /// Envelope metadata that cannot be right (unknown brand, BIN or last 4 of the wrong form).
-    public static let envelopeMetadataInvalid = VaultError.Code(rawValue: "ENVELOPE_METADATA_INVALID")
 }
 
 extension CalendarMonth {

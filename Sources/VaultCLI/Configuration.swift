@@ -315,10 +315,3 @@ enum ResolvedConfiguration {
         return try ConfigFile.load(path)
     }
 }
-
-extension VaultError.Code {
-    /// The configuration file cannot be read.
-    static let configNotFound = VaultError.Code(rawValue: "CONFIG_NOT_FOUND")
-    /// A setting's value is not valid (the message names the setting and where it came from).
-    static let configInvalid = VaultError.Code(rawValue: "CONFIG_INVALID")
-}

@@ -186,7 +186,7 @@ struct KeysPromote: ParsableCommand {
 
     func run() throws {
         try reportingErrors { () throws(VaultError) in
-            guard let k = KeyID(kid) else { throw VaultError(.keyNotInRing, "\(kid) is not a kid (16 lowercase hex characters)", field: "KID") }
+            guard let k = KeyID(kid) else { throw VaultError(.kidMalformed, "\(kid) is not a kid (16 lowercase hex characters)", field: "KID") }
             var file = try ring.load()
             try file.promote(k)
             try file.write(path: ring.ringPath)
@@ -214,7 +214,7 @@ struct KeysRetire: AsyncParsableCommand {
     var store: String
 
     func run() async throws {
-        guard let k = KeyID(kid) else { throw fail(VaultError(.keyNotInRing, "\(kid) is not a kid (16 lowercase hex characters)", field: "KID")) }
+        guard let k = KeyID(kid) else { throw fail(VaultError(.kidMalformed, "\(kid) is not a kid (16 lowercase hex characters)", field: "KID")) }
         do {
             var file = try ring.load()
             try file.retire(k)  // checks the status before the store is opened
@@ -355,9 +355,4 @@ func publicKeys(in dir: String) throws(VaultError) -> [PublicKey] {
     var keys: [PublicKey] = []
     for name in names where name.hasSuffix(".pub") { keys.append(try KeyFiles.loadPublicKey(path: dir + "/" + name)) }
     return keys
-}
-
-extension VaultError.Code {
-    /// Stored envelopes still use the key.
-    static let keyInUse = VaultError.Code(rawValue: "KEY_IN_USE")
 }

@@ -143,7 +143,7 @@ struct PaymentsSettle: AsyncParsableCommand {
         let payments = SQLPaymentStore(database: db)
         let payment = try await mapped { () throws(StoreError) in try await payments.get(id) }
         guard row != nil || payment != nil else {
-            throw VaultError(.init(rawValue: "PAYMENT_NOT_FOUND"), "\(id) is neither in this store's ledger nor among its payments")
+            throw VaultError(.paymentNotFound, "\(id) is neither in this store's ledger nor among its payments")
         }
         let open: Set<String> = ["processing", "unknown"]
         var settlePayment = false
@@ -186,7 +186,7 @@ struct PaymentsSettle: AsyncParsableCommand {
 
     /// A store operation, its error as the CLI reports it.
     static func mapped<T>(_ body: () async throws(StoreError) -> T) async throws(VaultError) -> T {
-        do { return try await body() } catch { throw VaultError(.init(rawValue: error.code.rawValue), error.message) }
+        do { return try await body() } catch { throw VaultError(store: error) }
     }
 
     /// Opens and migrates a store for the command's one transaction-sized job, then closes it.
@@ -195,11 +195,11 @@ struct PaymentsSettle: AsyncParsableCommand {
     static func withDatabase<T: Sendable>(
         _ text: String, logger: Logger, _ body: @escaping @Sendable (Database) async throws(VaultError) -> T
     ) async throws(VaultError) -> T {
-        func vault(_ e: StoreError) -> VaultError { VaultError(.init(rawValue: e.code.rawValue), e.message) }
+        func vault(_ e: StoreError) -> VaultError { VaultError(store: e) }
         switch try StoreLocation(text) {
         case .sqlite(let path):
             guard FileManager.default.fileExists(atPath: path) else {
-                throw VaultError(.init(rawValue: StoreError.Code.unavailable.rawValue), "no SQLite store at \(path)", field: "--store")
+                throw VaultError(.storeUnavailable, "no SQLite store at \(path)", field: "--store")
             }
             let db: Database
             do throws(StoreError) {
@@ -224,15 +224,8 @@ struct PaymentsSettle: AsyncParsableCommand {
             } catch let error as VaultError {
                 throw error
             } catch {
-                throw VaultError(.init(rawValue: StoreError.Code.unavailable.rawValue), "the store failed (\(type(of: error)))")
+                throw VaultError(.storeUnavailable, "the store failed (\(type(of: error)))")
             }
         }
     }
-}
-
-extension VaultError.Code {
-    /// `vault payments settle`: the ledger row or the payment is finished with another outcome.
-    static let settleConflict = VaultError.Code(rawValue: "SETTLE_CONFLICT")
-    /// `vault payments settle`: a gateway holds the ledger row's lease now.
-    static let settleInFlight = VaultError.Code(rawValue: "SETTLE_IN_FLIGHT")
 }

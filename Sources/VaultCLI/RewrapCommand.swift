@@ -67,7 +67,7 @@ struct RewrapCommand: AsyncParsableCommand {
             let summary = "rewrapped \(counts.rewrapped), skipped \(counts.skipped), failed \(counts.failed) (primary \(description.primary))\n"
             try StandardIO.write(summary)
             CLIAudit.record(
-                auditLog, action: "rewrap", kid: description.primary, outcome: counts.failed == 0 ? "ok" : "REWRAP_INCOMPLETE",
+                auditLog, action: "rewrap", kid: description.primary, outcome: counts.failed == 0 ? "ok" : ErrorCode.rewrapIncomplete.rawValue,
                 detail: [("rewrapped", counts.rewrapped), ("skipped", counts.skipped), ("failed", counts.failed)])
             if counts.failed > 0 { throw ExitCode(1) }
         } catch let error as VaultError {

@@ -116,7 +116,7 @@ func acceptedBrands(_ list: String?) throws(VaultError) -> Set<CardBrand>? {
     var brands: Set<CardBrand> = []
     for name in list.split(separator: ",").map({ String($0).lowercased() }) where !name.isEmpty {
         guard let brand = CardBrand.all.first(where: { $0.rawValue == name }) else {
-            throw VaultError(.init(rawValue: "UNKNOWN_CARD_BRAND"), "no card brand is called \(JSONReaderSafe.name(name)); brands: \(CardBrand.all.map(\.rawValue).joined(separator: ","))")
+            throw VaultError(.unknownCardBrand, "no card brand is called \(JSONReaderSafe.name(name)); brands: \(CardBrand.all.map(\.rawValue).joined(separator: ","))")
         }
         brands.insert(brand)
     }

@@ -14,7 +14,7 @@ enum StoreTables {
     static func with<T: Sendable>(_ store: String, logger: Logger, _ body: @Sendable ([any EnvelopeTable]) async throws -> T) async throws -> T {
         let location = try StoreLocation(store)
         if case .sqlite(let path) = location, !FileManager.default.fileExists(atPath: path) {
-            throw VaultError(.init(rawValue: StoreError.Code.unavailable.rawValue), "no SQLite store at \(path)", field: "--store")
+            throw VaultError(.storeUnavailable, "no SQLite store at \(path)", field: "--store")
         }
         do {
             return try await location.withDatabase(logger: logger) { db in

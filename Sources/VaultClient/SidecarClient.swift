@@ -27,9 +27,13 @@ public struct SidecarClient: Sendable {
         public var error: VaultError? {
             guard status >= 400 else { return nil }
             let e = json?["error"] as? [String: Any]
-            return VaultError(
-                VaultError.Code(rawValue: e?["code"] as? String ?? "HTTP_\(status)"),
-                e?["message"] as? String ?? "the sidecar answered \(status)", field: e?["field"] as? String)
+            let text = e?["code"] as? String
+            let message = e?["message"] as? String ?? "the sidecar answered \(status)"
+            guard let code = text.flatMap(ErrorCode.init(rawValue:)) else {
+                // A code this client does not know (a newer sidecar), or no code at all.
+                return VaultError(.sidecarError, "\(text ?? "HTTP \(status)"): \(message)", field: e?["field"] as? String)
+            }
+            return VaultError(code, message, field: e?["field"] as? String)
         }
     }
 
@@ -123,9 +127,4 @@ public struct SidecarClient: Sendable {
         let raw = try UnixSocket.receiveAll(fd)
         return try HTTPResponseParser.parse(raw)
     }
-}
-
-extension VaultError.Code {
-    /// The sidecar's socket cannot be reached, or answered something that is not HTTP.
-    public static let sidecarUnreachable = VaultError.Code(rawValue: "SIDECAR_UNREACHABLE")
 }

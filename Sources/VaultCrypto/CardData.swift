@@ -90,7 +90,7 @@ public struct CardData: Sendable {
         if r.peekValueStart() == UInt8(ascii: "\"") {
             let s = try r.readString(maxBytes: 4)
             guard !s.isEmpty, s.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let v = Int(s) else {
-                throw VaultError(VaultError.Code(rawValue: "EXPIRY_MALFORMED"), "expiry month and year are digits")
+                throw VaultError(.expiryMalformed, "expiry month and year are digits")
             }
             return v
         }
@@ -105,6 +105,6 @@ public struct CardData: Sendable {
 extension VaultError {
     /// Carries a card-rules error over, keeping its code.
     public init(cardRules error: CardRulesError, field: String?) {
-        self.init(Code(rawValue: error.code.rawValue), error.message, field: field)
+        self.init(ErrorCode(cardRules: error.code), error.message, field: field)
     }
 }

@@ -86,23 +86,23 @@ extension CardEnvelope {
     ) throws(VaultError) -> CardMetadata {
         let info = card.number.withUnsafeBytes { validator.validate(digits: $0) }
         if let first = info.errors.first {
-            throw VaultError(Code(rawValue: first.rawValue), numberMessage(first), field: "card.number")
+            throw VaultError(ErrorCode(cardRules: first), numberMessage(first), field: "card.number")
         }
         guard info.valid, info.brand != nil else {
-            throw VaultError(Code(rawValue: "INVALID_CARD_NUMBER"), "the card number is not valid", field: "card.number")
+            throw VaultError(.invalidCardNumber, "the card number is not valid", field: "card.number")
         }
         if let code = card.expiry.validate(now: now) {
-            throw VaultError(Code(rawValue: code.rawValue), code == .expired ? "the card has expired" : "the expiry date is too far in the future", field: "card.exp_year")
+            throw VaultError(ErrorCode(cardRules: code), code == .expired ? "the card has expired" : "the expiry date is too far in the future", field: "card.exp_year")
         }
         if let cvc = card.cvc, let code = cvc.withUnsafeBytes({ validator.validateCVC($0, brand: info.brand) }) {
-            throw VaultError(Code(rawValue: code.rawValue), "the CVC is not valid for this card brand", field: "card.cvc")
+            throw VaultError(ErrorCode(cardRules: code), "the CVC is not valid for this card brand", field: "card.cvc")
         }
         if let name = card.name {
             guard name.count <= CardData.maxNameBytes else {
                 throw VaultError(.inputTooLarge, "the cardholder name is longer than \(CardData.maxNameBytes) bytes", field: "card.name")
             }
             let bad = name.withUnsafeBytes { $0.contains { $0 < 0x20 || $0 == 0x7f } || !JSONReader.isValidUTF8($0) }
-            if bad { throw VaultError(Code(rawValue: "CARD_NAME_INVALID"), "the cardholder name has control characters or is not UTF-8", field: "card.name") }
+            if bad { throw VaultError(.cardNameInvalid, "the cardholder name has control characters or is not UTF-8", field: "card.name") }
         }
         return CardMetadata(info: info, expiry: card.expiry, fingerprint: nil)
     }

@@ -267,16 +267,3 @@ enum Timestamp {
         return Date(timeIntervalSince1970: Double(t))
     }
 }
-
-extension VaultError.Code {
-    /// The key ring file cannot be read.
-    public static let keyRingNotFound = VaultError.Code(rawValue: "KEY_RING_NOT_FOUND")
-    /// The key ring file is not a valid ring (the message names the setting).
-    public static let keyRingInvalid = VaultError.Code(rawValue: "KEY_RING_INVALID")
-    /// A kid the key ring does not list.
-    public static let keyNotInRing = VaultError.Code(rawValue: "KEY_NOT_IN_RING")
-    /// A kid the key ring lists as retired.
-    public static let keyRetired = VaultError.Code(rawValue: "KEY_RETIRED")
-    /// A ring change that would break the ring's rules.
-    public static let keyRingChangeRefused = VaultError.Code(rawValue: "KEY_RING_CHANGE_REFUSED")
-}

@@ -200,10 +200,3 @@ extension KeyFiles {
         return slash == path.startIndex ? "/" : String(path[..<slash])
     }
 }
-
-extension VaultError.Code {
-    /// The secret key file is passphrase-protected and no passphrase was given.
-    public static let keyPassphraseRequired = VaultError.Code(rawValue: "KEY_PASSPHRASE_REQUIRED")
-    /// The passphrase does not open the key.
-    public static let keyPassphraseWrong = VaultError.Code(rawValue: "KEY_PASSPHRASE_WRONG")
-}

@@ -53,7 +53,7 @@ import VaultCrypto
             }
             group.addTask {
                 try await Task.sleep(for: .seconds(30))
-                throw VaultError(.storeUnavailableForTest, "timed out")
+                throw VaultError(.storeUnavailable, "timed out (test)")
             }
             defer { group.cancelAll() }
             while let result = try await group.next() {
@@ -112,8 +112,4 @@ import VaultCrypto
             #expect(Self.tlsServer != nil && Self.ca != nil, "CI runs without VAULT_TEST_POSTGRES_TLS: PostgreSQL TLS went untested")
         }
     }
-}
-
-extension VaultError.Code {
-    static let storeUnavailableForTest = VaultError.Code(rawValue: "TEST_TIMEOUT")
 }

@@ -264,7 +264,7 @@ final class OpenerFingerprinter: Fingerprinter, @unchecked Sendable {
         if envelopes.contains(where: { $0.fields[.cvc] != nil }) { lock.withLock { _sawCVC = true } }
         return envelopes.map { e in
             do throws(VaultError) { return .fingerprint(try opener.fingerprint(of: e)) } catch {
-                return .refused(code: error.code.rawValue, message: error.message)
+                return .refused(code: error.code, message: error.message)
             }
         }
     }

@@ -315,7 +315,7 @@ func jwt(_ input: UnsafeRawBufferPointer) {
         check(signedWithKey(token), "only a token signed with the key validates")
         check(!jti.isEmpty, "a valid result has a jti")
     case .failure(let f):
-        check(f.code.hasPrefix("THREE_DS_JWT_"), "a coded failure")
+        check(f.code.rawValue.hasPrefix("THREE_DS_JWT_"), "a coded failure")
     }
 }
 
@@ -366,7 +366,7 @@ func relay(_ input: UnsafeRawBufferPointer) {
             check(status < 500, "5xx is never an outcome: \(outcome)")
             check(!(300..<400).contains(status), "a redirect is never an outcome: \(outcome)")
         } catch {
-            check(error is ProcessorUnavailable, "unreadable answers are ProcessorUnavailable")
+            check((error as? ProcessorError)?.code == .gatewayUnavailable, "unreadable answers are ProcessorError.unavailable")
         }
     }
 }
