@@ -6,6 +6,7 @@ import CardRules
 import Foundation
 import Logging
 import PostgresNIO
+import ServerCLI
 import Store
 import VaultCrypto
 
