@@ -77,6 +77,7 @@ let package = Package(
         .target(
             name: "Sidecar",
             dependencies: [
+                "Audit",
                 "Tokenizer", "Payments", "VaultCrypto", "CardRules", "SocketHTTP", "Money", "Store",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -92,6 +93,7 @@ let package = Package(
         .target(
             name: "Gateway",
             dependencies: [
+                "Audit",
                 "VaultOpen", "VaultCrypto", "CardRules", "SocketHTTP", "Money", "Store",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
