@@ -109,32 +109,51 @@ public struct GatewayOptions: ParsableArguments {
     public init() {}
 }
 
-/// Everything `vault serve` (`vault-sidecar`) takes.
-public struct ServeOptions: ParsableArguments {
-    @OptionGroup public var file: ConfigOption<SidecarSettings>
-    @OptionGroup public var socket: SocketOptions<SidecarSettings>
-    @OptionGroup public var store: StoreOption<SidecarSettings>
-    @OptionGroup public var keys: KeysOption<SidecarSettings>
-    @OptionGroup public var sidecar: SidecarOptions
-    @OptionGroup public var logging: LoggingOptions<SidecarSettings>
+// The commands hold these groups themselves (one level: argument-parser validates a group each
+// time it builds one, so groups inside a group multiply its start-up work) and hand them to the
+// resolver together.
 
-    public init() {}
+/// Everything `vault serve` (`vault-sidecar`) takes.
+public struct ServeOptions {
+    public var file: ConfigOption<SidecarSettings>
+    public var socket: SocketOptions<SidecarSettings>
+    public var store: StoreOption<SidecarSettings>
+    public var keys: KeysOption<SidecarSettings>
+    public var sidecar: SidecarOptions
+    public var logging: LoggingOptions<SidecarSettings>
+
+    public init(
+        file: ConfigOption<SidecarSettings>, socket: SocketOptions<SidecarSettings>, store: StoreOption<SidecarSettings>,
+        keys: KeysOption<SidecarSettings>, sidecar: SidecarOptions, logging: LoggingOptions<SidecarSettings>
+    ) {
+        (self.file, self.socket, self.store, self.keys, self.sidecar, self.logging) = (file, socket, store, keys, sidecar, logging)
+    }
 
     /// No flag given: what `vault config check` resolves.
-    public static var none: ServeOptions { try! parse([]) }
+    public static var none: ServeOptions {
+        // Parsing no arguments cannot fail: every option is optional.
+        try! ServeOptions(file: .parse([]), socket: .parse([]), store: .parse([]), keys: .parse([]), sidecar: .parse([]), logging: .parse([]))
+    }
 }
 
 /// Everything `vault gateway` takes.
-public struct GatewayServeOptions: ParsableArguments {
-    @OptionGroup public var file: ConfigOption<GatewaySettings>
-    @OptionGroup public var socket: SocketOptions<GatewaySettings>
-    @OptionGroup public var keys: KeysOption<GatewaySettings>
-    @OptionGroup public var gateway: GatewayOptions
-    @OptionGroup public var store: StoreOption<GatewaySettings>
-    @OptionGroup public var logging: LoggingOptions<GatewaySettings>
+public struct GatewayServeOptions {
+    public var file: ConfigOption<GatewaySettings>
+    public var socket: SocketOptions<GatewaySettings>
+    public var keys: KeysOption<GatewaySettings>
+    public var gateway: GatewayOptions
+    public var store: StoreOption<GatewaySettings>
+    public var logging: LoggingOptions<GatewaySettings>
 
-    public init() {}
+    public init(
+        file: ConfigOption<GatewaySettings>, socket: SocketOptions<GatewaySettings>, keys: KeysOption<GatewaySettings>,
+        gateway: GatewayOptions, store: StoreOption<GatewaySettings>, logging: LoggingOptions<GatewaySettings>
+    ) {
+        (self.file, self.socket, self.keys, self.gateway, self.store, self.logging) = (file, socket, keys, gateway, store, logging)
+    }
 
     /// No flag given: what `vault config check` resolves.
-    public static var none: GatewayServeOptions { try! parse([]) }
+    public static var none: GatewayServeOptions {
+        try! GatewayServeOptions(file: .parse([]), socket: .parse([]), keys: .parse([]), gateway: .parse([]), store: .parse([]), logging: .parse([]))
+    }
 }

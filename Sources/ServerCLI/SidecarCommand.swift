@@ -32,7 +32,16 @@ public struct SidecarCommand: AsyncParsableCommand {
             -d '{"card":{"number":"4242424242424242","exp_month":12,"exp_year":2030,"cvc":"123"}}' http://vault/v1/tokens
         """
 
-    @OptionGroup public var options: ServeOptions
+    @OptionGroup var file: ConfigOption<SidecarSettings>
+    @OptionGroup var socket: SocketOptions<SidecarSettings>
+    @OptionGroup var store: StoreOption<SidecarSettings>
+    @OptionGroup var keys: KeysOption<SidecarSettings>
+    @OptionGroup var sidecar: SidecarOptions
+    @OptionGroup var logging: LoggingOptions<SidecarSettings>
+
+    var options: ServeOptions {
+        ServeOptions(file: file, socket: socket, store: store, keys: keys, sidecar: sidecar, logging: logging)
+    }
 
     public init() {}
 

@@ -37,7 +37,16 @@ struct GatewayCommand: AsyncParsableCommand {
             """
     )
 
-    @OptionGroup var options: GatewayServeOptions
+    @OptionGroup var file: ConfigOption<GatewaySettings>
+    @OptionGroup var socket: SocketOptions<GatewaySettings>
+    @OptionGroup var keys: KeysOption<GatewaySettings>
+    @OptionGroup var gateway: GatewayOptions
+    @OptionGroup var store: StoreOption<GatewaySettings>
+    @OptionGroup var logging: LoggingOptions<GatewaySettings>
+
+    var options: GatewayServeOptions {
+        GatewayServeOptions(file: file, socket: socket, keys: keys, gateway: gateway, store: store, logging: logging)
+    }
 
     func run() async throws {
         do {

@@ -14,7 +14,16 @@ struct Serve: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve", abstract: SidecarCommand.abstract, discussion: SidecarCommand.discussion)
 
-    @OptionGroup var options: ServeOptions
+    @OptionGroup var file: ConfigOption<SidecarSettings>
+    @OptionGroup var socket: SocketOptions<SidecarSettings>
+    @OptionGroup var store: StoreOption<SidecarSettings>
+    @OptionGroup var keys: KeysOption<SidecarSettings>
+    @OptionGroup var sidecar: SidecarOptions
+    @OptionGroup var logging: LoggingOptions<SidecarSettings>
+
+    var options: ServeOptions {
+        ServeOptions(file: file, socket: socket, store: store, keys: keys, sidecar: sidecar, logging: logging)
+    }
 
     /// `vault-sidecar` in the directory of the running `vault`.
     static var sidecarExecutable: String {
