@@ -27,7 +27,7 @@ struct Serve: ParsableCommand {
 
     /// `vault-sidecar` in the directory of the running `vault`.
     static var sidecarExecutable: String {
-        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? Bundle.main.executablePath ?? CommandLine.arguments[0]
         return URL(fileURLWithPath: exe).deletingLastPathComponent().appendingPathComponent("vault-sidecar").path
     }
 
