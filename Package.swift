@@ -7,6 +7,8 @@ let package = Package(
     name: "vault",
     products: [
         .executable(name: "vault", targets: ["vault"]),
+        // The sidecar on its own: what `vault serve` runs. Links no opening code (ArchitectureTests).
+        .executable(name: "vault-sidecar", targets: ["vault-sidecar"]),
         // What a non-PCI Swift caller links: card rules, validation and sealing with a public key.
         .library(name: "VaultClient", targets: ["VaultClient"]),
         .library(name: "VaultCrypto", targets: ["VaultCrypto"]),
@@ -122,10 +124,26 @@ let package = Package(
         .target(name: "Audit", dependencies: ["VaultCrypto"]),
         // The library for non-PCI callers: validate, card input component, seal.
         .target(name: "VaultClient", dependencies: ["VaultCrypto", "CardRules"]),
+        // The servers' command line without the opening side: each setting defined once (flag,
+        // environment variable, vault.json key, default, help), the option groups of `serve` and
+        // `gateway`, vault.json, exit codes, and the sidecar's command. Never depends on VaultOpen,
+        // Gateway or Rewrap.
+        .target(
+            name: "ServerCLI",
+            dependencies: [
+                "Sidecar", "SocketHTTP", "Store", "Tokenizer", "VaultCrypto",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The sidecar's executable (`vault serve` execs it, so a running sidecar never maps the
+        // opening code that `vault` links).
+        .executableTarget(name: "vault-sidecar", dependencies: ["ServerCLI"]),
         // The `vault` subcommands (argument-parser); the executable only calls into this.
         .target(
             name: "VaultCLI",
             dependencies: [
+                "ServerCLI",
                 "VaultCrypto", "VaultOpen", "VaultClient", "CardRules", "Sidecar", "Gateway", "SocketHTTP", "Payments", "Rewrap",
                 "Tokenizer", "Audit", "Store",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

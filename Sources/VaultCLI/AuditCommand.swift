@@ -1,5 +1,6 @@
 import ArgumentParser
 import Audit
+import ServerCLI
 import VaultCrypto
 
 /// `vault audit`: tools for the tamper-evident audit log (docs/audit-log.md).

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Audit
+import ServerCLI
 import VaultCrypto
 
 /// The audit line a CLI change (key add/promote/retire, rewrap, a payment settled by hand) appends to `--audit-log`.

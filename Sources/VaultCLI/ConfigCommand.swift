@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Gateway
 import Logging
+import ServerCLI
 import Sidecar
 import VaultCrypto
 
@@ -38,34 +39,30 @@ struct ConfigCheck: ParsableCommand {
 
     func run() throws {
         try reportingErrors { () throws(VaultError) in
-            let file = try ResolvedConfiguration.file(config)
+            let file = try ConfigFile.named(config)
             var out = file.map { "configuration: \($0.path ?? "")\n" } ?? "configuration: none (defaults and environment)\n"
             if section == nil || section == "sidecar" {
-                let (c, _, settings) = try ResolvedConfiguration.sidecar(SidecarFlags(), config: file)
+                let (c, _, settings) = try SidecarServer.Configuration.resolve(.none, file: file)
                 if FileManager.default.fileExists(atPath: c.keysDirectory) {
                     let keys = try SidecarKeys.check(directory: c.keysDirectory)
                     out += "sidecar: primary key \(keys)\n"
                 } else {
                     throw VaultError(.configInvalid, "sidecar.keys: no directory \(c.keysDirectory)", field: "sidecar.keys")
                 }
-                out += Self.table(settings)
+                out += settings.table
             }
             if section == nil || section == "gateway" {
-                let (c, _, settings) = try ResolvedConfiguration.gateway(GatewayFlags(), config: file)
+                let (c, _, settings) = try GatewayServer.Configuration.resolve(.none, file: file)
                 if let ring = c.ringPath {
                     let r = try KeyRingFile.load(path: ring)
                     out += "gateway: key ring \(ring), primary \(r.primary), opens \(r.openingKids.map(\.rawValue).joined(separator: ","))\n"
                 }
-                out += Self.table(settings)
+                out += settings.table
             }
             if let section, section != "sidecar", section != "gateway" {
                 throw VaultError(.configInvalid, "--section is sidecar or gateway", field: "--section")
             }
             try StandardIO.write(out + "ok\n")
         }
-    }
-
-    static func table(_ s: Settings) -> String {
-        s.report.map { "  \(s.section).\($0.0) = \($0.1)  [\($0.2)]\n" }.joined()
     }
 }

@@ -4,6 +4,7 @@ import Glibc
 import ArgumentParser
 import Gateway
 import Logging
+import ServerCLI
 import SocketHTTP
 import VaultCrypto
 
@@ -37,64 +38,20 @@ struct GatewayCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "Configuration file (JSON, section \"gateway\"); default $VAULT_CONFIG.")
-    var config: String?
+    @OptionGroup var file: ConfigOption<GatewaySettings>
+    @OptionGroup var socket: SocketOptions<GatewaySettings>
+    @OptionGroup var keys: KeysOption<GatewaySettings>
+    @OptionGroup var gateway: GatewayOptions
+    @OptionGroup var store: StoreOption<GatewaySettings>
+    @OptionGroup var logging: LoggingOptions<GatewaySettings>
 
-    @Option(help: "Unix socket path (default gateway.sock).")
-    var socket: String?
-
-    @Option(help: "Socket file mode, octal (default 600).")
-    var socketMode: String?
-
-    @Option(help: "Group owning the socket (name or gid).")
-    var socketGroup: String?
-
-    @Option(help: "Keys directory with *.key files (default: $CREDENTIALS_DIRECTORY).")
-    var keys: String?
-
-    @Option(help: "The key ring (ring.json): only its primary and active kids open. Default: KEYS/ring.json if present.")
-    var ring: String?
-
-    @Option(help: "File with the passphrase of protected secret keys (default: the `passphrase` credential, if any).")
-    var passphraseFile: String?
-
-    @Option(help: "Processor: sandbox, or relay:TEMPLATE.json for a real processor's API (templates in deploy/relay/). sandbox:PATH is an alias of --processor sandbox --store sqlite:PATH.")
-    var processor: String?
-
-    @Option(help: "The store of the processor ledger: sqlite:PATH or postgres://user@host/db (default sqlite:gateway-ledger.sqlite). Gateways sharing a PostgreSQL store charge a payment id at most once whichever gets it.")
-    var store: String?
-
-    @Option(help: "Alias of --store sqlite:PATH (kept for existing set-ups).")
-    var ledger: String?
-
-    @Option(help: "Seconds between rounds of the background settler of unknown outcomes (default 2).")
-    var settleInterval: Double?
-
-    @Option(help: "A uid allowed to call the gateway (repeatable; default: this process's uid).")
-    var allowUid: [String] = []
-
-    @Option(help: "A user (name) allowed to call the gateway, e.g. vault-sidecar (repeatable).")
-    var allowUser: [String] = []
-
-    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (default info).")
-    var logLevel: String?
-
-    @Option(help: "Append an audit line per authorize/confirm and key reload to this file (docs/audit-log.md).")
-    var auditLog: String?
-
-    @Flag(help: "Log every request (route template, status, duration) at info level.")
-    var logRequests = false
-
-    var flags: GatewayFlags {
-        GatewayFlags(
-            socket: socket, socketMode: socketMode, socketGroup: socketGroup, keys: keys, ring: ring, passphraseFile: passphraseFile,
-            processor: processor, store: store, ledger: ledger, auditLog: auditLog, logLevel: logLevel, settleInterval: settleInterval,
-            allowUid: allowUid, allowUser: allowUser, logRequests: logRequests)
+    var options: GatewayServeOptions {
+        GatewayServeOptions(file: file, socket: socket, keys: keys, gateway: gateway, store: store, logging: logging)
     }
 
     func run() async throws {
         do {
-            let (config, level, _) = try ResolvedConfiguration.gateway(flags, config: try ResolvedConfiguration.file(self.config))
+            let (config, level, _) = try GatewayServer.Configuration.resolve(options, file: try ConfigFile.named(options.file.config))
             var logger = Logger(label: "vault.gateway")
             logger.logLevel = level
             try await GatewayServer(configuration: config, logger: logger).run()

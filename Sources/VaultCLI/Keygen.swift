@@ -1,4 +1,5 @@
 import ArgumentParser
+import ServerCLI
 import VaultCrypto
 
 /// `vault keygen --out DIR`: a new X25519 pair, or with `--fingerprint` a fingerprint key.

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import ServerCLI
 import VaultClient
 import VaultCrypto
 

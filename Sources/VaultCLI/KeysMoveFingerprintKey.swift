@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import ServerCLI
 import VaultCrypto
 
 /// `vault keys move-fingerprint-key`: moves `fingerprint.fk` from a sidecar's keys directory (where

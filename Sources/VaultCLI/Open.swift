@@ -1,5 +1,6 @@
 import ArgumentParser
 import CardRules
+import ServerCLI
 import VaultCrypto
 import VaultOpen
 

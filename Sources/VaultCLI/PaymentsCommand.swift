@@ -7,6 +7,7 @@ import Foundation
 import Logging
 import Payments
 import PostgresNIO
+import ServerCLI
 import Store
 import VaultCrypto
 

@@ -5,6 +5,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import Rewrap
+import ServerCLI
 import Store
 import Tokenizer
 import VaultCrypto

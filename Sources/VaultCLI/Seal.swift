@@ -1,5 +1,6 @@
 import ArgumentParser
 import CardRules
+import ServerCLI
 import VaultCrypto
 
 /// `vault seal`: seal standard input to a public key (docs/sealed-value.md), or cards into

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import ArgumentParser
 import CardRules
+import ServerCLI
 import VaultCrypto
 
 /// `vault validate`: card-number metadata as JSON; exit 0 when valid.

@@ -10,7 +10,11 @@ import Glibc
 // chose otherwise, run with it off: set SWIFT_BACKTRACE before the runtime starts, by re-exec.
 if getenv("SWIFT_BACKTRACE") == nil {
     setenv("SWIFT_BACKTRACE", "enable=no", 1)
-    execv("/proc/self/exe", CommandLine.unsafeArgv)
+    // `vault serve` only parses its arguments, holding nothing, and execs vault-sidecar, which
+    // then starts with the variable set: no restart first.
+    if CommandLine.arguments.dropFirst().first != "serve" {
+        execv("/proc/self/exe", CommandLine.unsafeArgv)
+    }
     // exec failed: carry on with the backtracer as configured.
 }
 // A closed pipe is an IO_ERROR, not a signal death.

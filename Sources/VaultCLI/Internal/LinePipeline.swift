@@ -1,4 +1,6 @@
+import ArgumentParser
 import Dispatch
+import ServerCLI
 import VaultCrypto
 
 /// Streams standard input line by line through a transform on all cores, keeping order.
@@ -155,4 +157,9 @@ private final class ResultBox: @unchecked Sendable {
     }
     func set(_ i: Int, _ value: (SecureBytes, LinePipeline.LineError?)) { slots[i] = value }
     func get(_ i: Int) -> (SecureBytes, LinePipeline.LineError?) { slots[i]! }
+}
+
+/// Runs a line pipeline, turning a bad line into its message (with the line number) and exit code.
+func reportingErrors(_ pipeline: LinePipeline) throws(ExitCode) {
+    do throws(LinePipeline.LineError) { try pipeline.run() } catch { throw fail(error.error, line: error.line) }
 }

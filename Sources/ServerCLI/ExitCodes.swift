@@ -10,7 +10,7 @@ public enum VaultExitCode {
 }
 
 /// Prints `vault: [line N: ]CODE: message` on standard error and returns the exit code to throw.
-func fail(_ error: VaultError, line: Int? = nil) -> ExitCode {
+package func fail(_ error: VaultError, line: Int? = nil) -> ExitCode {
     var text = "vault: "
     if let line { text += "line \(line): " }
     text += error.code.rawValue + ": " + error.message
@@ -20,11 +20,6 @@ func fail(_ error: VaultError, line: Int? = nil) -> ExitCode {
 }
 
 /// Runs `body`, turning a `VaultError` into its message and exit code.
-func reportingErrors(_ body: () throws(VaultError) -> Void) throws(ExitCode) {
+package func reportingErrors(_ body: () throws(VaultError) -> Void) throws(ExitCode) {
     do throws(VaultError) { try body() } catch { throw fail(error) }
-}
-
-/// Runs a line pipeline, turning a bad line into its message (with the line number) and exit code.
-func reportingErrors(_ pipeline: LinePipeline) throws(ExitCode) {
-    do throws(LinePipeline.LineError) { try pipeline.run() } catch { throw fail(error.error, line: error.line) }
 }

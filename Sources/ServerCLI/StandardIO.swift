@@ -4,10 +4,10 @@ import Glibc
 import VaultCrypto
 
 /// Raw reads and writes on file descriptors, so card data never passes through `String` or stdio buffers.
-enum StandardIO {
+package enum StandardIO {
     /// Reads all of `fd` (up to `limit` bytes) into `SecureBytes`.
     /// - Throws: `INPUT_TOO_LARGE`, `IO_ERROR`.
-    static func readAll(fd: Int32 = 0, limit: Int) throws(VaultError) -> SecureBytes {
+    package static func readAll(fd: Int32 = 0, limit: Int) throws(VaultError) -> SecureBytes {
         var chunks: [SecureBytes] = []
         var total = 0
         let chunkSize = 64 * 1024
@@ -45,7 +45,7 @@ enum StandardIO {
     }
 
     /// Reads what is available (at least one byte unless end of input) into `buffer`; 0 = end.
-    static func readSome(fd: Int32 = 0, into buffer: UnsafeMutableRawBufferPointer) throws(VaultError) -> Int {
+    package static func readSome(fd: Int32 = 0, into buffer: UnsafeMutableRawBufferPointer) throws(VaultError) -> Int {
         while true {
             let r = read(fd, buffer.baseAddress!, buffer.count)
             if r >= 0 { return r }
@@ -56,7 +56,7 @@ enum StandardIO {
 
     /// Writes all of `bytes` to `fd`.
     /// - Throws: `IO_ERROR` (e.g. a closed pipe).
-    static func write(fd: Int32 = 1, _ bytes: UnsafeRawBufferPointer) throws(VaultError) {
+    package static func write(fd: Int32 = 1, _ bytes: UnsafeRawBufferPointer) throws(VaultError) {
         var at = 0
         while at < bytes.count {
             let r = Glibc.write(fd, bytes.baseAddress! + at, bytes.count - at)
@@ -69,14 +69,14 @@ enum StandardIO {
     }
 
     /// Writes a (non-secret) string to `fd`.
-    static func write(fd: Int32 = 1, _ text: String) throws(VaultError) {
+    package static func write(fd: Int32 = 1, _ text: String) throws(VaultError) {
         let bytes = Array(text.utf8)
         try bytes.withUnsafeBytes { b in Result { () throws(VaultError) in try write(fd: fd, b) } }.get()
     }
 
     /// The contents without one trailing "\n" (and, with `carriageReturn`, a "\r" before it).
     /// Sealing keeps every other byte (docs/sealed-value.md); opening and parsing may drop the CR.
-    static func droppingTrailingNewline(_ bytes: UnsafeRawBufferPointer, carriageReturn: Bool = true) -> UnsafeRawBufferPointer {
+    package static func droppingTrailingNewline(_ bytes: UnsafeRawBufferPointer, carriageReturn: Bool = true) -> UnsafeRawBufferPointer {
         var n = bytes.count
         if n > 0, bytes[n - 1] == 10 {
             n -= 1
@@ -86,5 +86,5 @@ enum StandardIO {
     }
 
     /// Online processors, for `--lines` parallelism.
-    static var processorCount: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
+    package static var processorCount: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
 }

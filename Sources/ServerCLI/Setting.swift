@@ -1,0 +1,147 @@
+import ArgumentParser
+import Sidecar
+
+/// One setting of the servers, defined once: its key in `vault.json` (snake_case), hence its flag
+/// (`--socket-mode`) and its environment variable (`VAULT_SIDECAR_SOCKET_MODE`), its default and its
+/// help. The option groups, the resolver, `vault.json`'s check of known keys and `vault config
+/// check` all read these tables (docs/configuration.md).
+public struct Setting: Sendable {
+    public enum Section: String, Sendable, CaseIterable {
+        case sidecar, gateway
+    }
+
+    public let section: Section
+    /// The key in the file's section, snake_case.
+    public let key: String
+    /// The default the resolver uses (nil: none).
+    public let defaultValue: String?
+    /// What happens without a value, when that is not a value (e.g. "the process's group").
+    public let defaultDescription: String?
+    /// What the flag does, for `--help`.
+    public let help: String
+
+    init(_ section: Section, _ key: String, default value: String? = nil, otherwise description: String? = nil, help: String) {
+        self.section = section
+        self.key = key
+        self.defaultValue = value
+        self.defaultDescription = description
+        self.help = help
+    }
+
+    /// The flag's name without its dashes: `socket_mode` → `socket-mode`.
+    public var flag: String { key.replacingOccurrences(of: "_", with: "-") }
+    /// `VAULT_<SECTION>_<KEY>`.
+    public var environmentVariable: String { "VAULT_\(section.rawValue.uppercased())_\(key.uppercased())" }
+    /// How `vault config check` and `--help` name the default.
+    public var defaultText: String { defaultValue ?? defaultDescription ?? "none" }
+
+    /// The flag's help: what it does, its default and its environment variable.
+    public var argumentHelp: ArgumentHelp {
+        ArgumentHelp("\(help) Default: \(defaultText). Environment: \(environmentVariable).")
+    }
+}
+
+/// The settings a section of `vault.json` has, and those of them that both servers share (their
+/// option groups are generic over the section: `SocketOptions<SidecarSettings>`).
+public protocol SettingsSection {
+    static var section: Setting.Section { get }
+    static var socket: Setting { get }
+    static var socketMode: Setting { get }
+    static var socketGroup: Setting { get }
+    static var store: Setting { get }
+    static var keys: Setting { get }
+    static var auditLog: Setting { get }
+    static var logLevel: Setting { get }
+    static var logRequests: Setting { get }
+    /// Every setting of the section, in the order `vault config check` prints them.
+    static var all: [Setting] { get }
+}
+
+/// `vault serve` (`vault-sidecar`): the `sidecar` section.
+public enum SidecarSettings: SettingsSection {
+    public static let section = Setting.Section.sidecar
+    public static let socket = Setting(.sidecar, "socket", default: "vault.sock", help: "Unix socket path.")
+    public static let socketMode = Setting(.sidecar, "socket_mode", default: "660", help: "Socket file mode, octal.")
+    public static let socketGroup = Setting(
+        .sidecar, "socket_group", otherwise: "the process's group",
+        help: "Group owning the socket (name or gid); with mode 660 its members may connect.")
+    public static let store = Setting(
+        .sidecar, "store", default: "sqlite:vault.sqlite",
+        help: "Token store: sqlite:PATH or postgres://user@host/db (or ?host=/socket/dir).")
+    public static let keys = Setting(
+        .sidecar, "keys", default: "Keys", help: "Keys directory (public keys and ring.json; never secret or fingerprint keys).")
+    public static let tokenTTL = Setting(.sidecar, "token_ttl", default: "900", help: "Token lifetime in seconds.")
+    public static let cvcTTL = Setting(.sidecar, "cvc_ttl", default: "300", help: "CVC lifetime in seconds, ≤ token lifetime.")
+    public static let allow = Setting(
+        .sidecar, "allow", otherwise: "this process's uid, every role",
+        help: "Allow a local user or group: uid:N=roles or gid:N=roles (roles: tokenize,pay,admin). Repeatable.")
+    public static let gateway = Setting(
+        .sidecar, "gateway", default: "gateway.sock", help: "The gateway adapter's socket (vault gateway), for payments.")
+    public static let reconcileAfter = Setting(
+        .sidecar, "reconcile_after", default: "60", help: "Reconcile a payment still processing after this many seconds.")
+    public static let sessionMaxAttempts = Setting(
+        .sidecar, "session_max_attempts", default: String(SessionService.defaultMaxAttempts),
+        help: "Failed payment attempts a checkout session allows before it is closed (SESSION_ATTEMPTS_EXCEEDED), 1 to 1000.")
+    public static let auditLog = Setting(
+        .sidecar, "audit_log",
+        help: "Append an audit line per tokenize, read, delete, pay, confirm and key reload to this file (docs/audit-log.md).")
+    public static let logLevel = Setting(
+        .sidecar, "log_level", default: "info", help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    public static let logRequests = Setting(
+        .sidecar, "log_requests", default: "false", help: "Log every request (route template, status, duration) at info level.")
+
+    public static let all = [
+        socket, socketMode, socketGroup, store, keys, tokenTTL, cvcTTL, allow, gateway, reconcileAfter, sessionMaxAttempts,
+        auditLog, logLevel, logRequests,
+    ]
+}
+
+/// `vault gateway`: the `gateway` section.
+public enum GatewaySettings: SettingsSection {
+    public static let section = Setting.Section.gateway
+    public static let socket = Setting(.gateway, "socket", default: "gateway.sock", help: "Unix socket path.")
+    public static let socketMode = Setting(.gateway, "socket_mode", default: "600", help: "Socket file mode, octal.")
+    public static let socketGroup = Setting(.gateway, "socket_group", otherwise: "the process's group", help: "Group owning the socket (name or gid).")
+    public static let store = Setting(
+        .gateway, "store", default: "sqlite:gateway-ledger.sqlite",
+        help: "The store of the processor ledger: sqlite:PATH or postgres://user@host/db. Gateways sharing a PostgreSQL store charge a payment id at most once whichever gets it.")
+    public static let keys = Setting(
+        .gateway, "keys", otherwise: "$CREDENTIALS_DIRECTORY", help: "Keys directory with *.key files and fingerprint.fk.")
+    public static let ring = Setting(
+        .gateway, "ring", otherwise: "KEYS/ring.json if present",
+        help: "The key ring (ring.json): only its primary and active kids open.")
+    public static let passphraseFile = Setting(
+        .gateway, "passphrase_file", otherwise: "the `passphrase` credential, if any",
+        help: "File with the passphrase of protected secret keys.")
+    public static let processor = Setting(
+        .gateway, "processor", default: "sandbox",
+        help: "Processor: sandbox, or relay:TEMPLATE.json for a real processor's API (templates in deploy/relay/). sandbox:PATH is an alias of --processor sandbox --store sqlite:PATH.")
+    public static let ledger = Setting(.gateway, "ledger", help: "Alias of --store sqlite:PATH (kept for existing set-ups).")
+    public static let settleInterval = Setting(
+        .gateway, "settle_interval", default: "2", help: "Seconds between rounds of the background settler of unknown outcomes (at least 0.05).")
+    public static let allowUid = Setting(
+        .gateway, "allow_uid", otherwise: "this process's uid", help: "A uid allowed to call the gateway (repeatable).")
+    public static let allowUser = Setting(
+        .gateway, "allow_user", otherwise: "none", help: "A user (name) allowed to call the gateway, e.g. vault-sidecar (repeatable).")
+    public static let auditLog = Setting(
+        .gateway, "audit_log", help: "Append an audit line per authorize/confirm and key reload to this file (docs/audit-log.md).")
+    public static let logLevel = Setting(
+        .gateway, "log_level", default: "info", help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    public static let logRequests = Setting(
+        .gateway, "log_requests", default: "false", help: "Log every request (route template, status, duration) at info level.")
+
+    public static let all = [
+        socket, socketMode, socketGroup, keys, ring, passphraseFile, processor, store, ledger, settleInterval, allowUid, allowUser,
+        auditLog, logLevel, logRequests,
+    ]
+}
+
+extension Setting.Section {
+    /// The section's table.
+    public var settings: [Setting] {
+        switch self {
+        case .sidecar: SidecarSettings.all
+        case .gateway: GatewaySettings.all
+        }
+    }
+}

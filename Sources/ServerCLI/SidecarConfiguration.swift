@@ -1,0 +1,46 @@
+import Logging
+import Sidecar
+import SocketHTTP
+import Store
+import Tokenizer
+import VaultCrypto
+
+extension SidecarServer.Configuration {
+    /// The sidecar's configuration from flags, environment, file and the table's defaults
+    /// (`SidecarSettings`); the settings as resolved, for `vault config check`.
+    package static func resolve(_ o: ServeOptions, file: ConfigFile?) throws(VaultError) -> (Self, Logger.Level, Settings) {
+        typealias S = SidecarSettings
+        var s = Settings(section: .sidecar, config: file)
+        var c = Self()
+        c.socketPath = try s.string(S.socket, flag: o.socket.socket) ?? c.socketPath
+        c.socketMode = try s.mode(S.socketMode, flag: o.socket.socketMode)
+        if let g = try s.string(S.socketGroup, flag: o.socket.socketGroup) {
+            c.socketGroup = try s.checked(S.socketGroup, flag: o.socket.socketGroup) { () throws(VaultError) in try SocketFile.groupID(g) }
+        }
+        let store = try s.string(S.store, flag: o.store.store) ?? ""
+        c.store = try s.checked(S.store, flag: o.store.store) { () throws(VaultError) in try StoreLocation(store) }
+        c.keysDirectory = try s.string(S.keys, flag: o.keys.keys) ?? c.keysDirectory
+        let tokenTTL = try s.number(S.tokenTTL, flag: o.sidecar.tokenTTL, atLeast: 1)
+        let cvcTTL = try s.number(S.cvcTTL, flag: o.sidecar.cvcTTL, atLeast: 1)
+        guard cvcTTL <= tokenTTL else {
+            throw VaultError(.configInvalid, "sidecar.cvc_ttl (\(Int(cvcTTL)) s) must not exceed sidecar.token_ttl (\(Int(tokenTTL)) s)", field: "sidecar.cvc_ttl")
+        }
+        c.policy = TokenPolicy(tokenTTL: tokenTTL, cvcTTL: cvcTTL)
+        let allow = try s.list(S.allow, flag: o.sidecar.allow)
+        if !allow.isEmpty {
+            c.peers = try s.checked(S.allow, flag: o.sidecar.allow.first) { () throws(VaultError) in try PeerPolicy(parsing: allow) }
+        }
+        c.gatewaySocket = try s.string(S.gateway, flag: o.sidecar.gateway)
+        let reconcile = try s.number(S.reconcileAfter, flag: o.sidecar.reconcileAfter, atLeast: 1)
+        c.reconcileAfter = .milliseconds(Int(reconcile * 1000))
+        let attempts = try s.number(S.sessionMaxAttempts, flag: o.sidecar.sessionMaxAttempts, atLeast: 1)
+        guard attempts == attempts.rounded(), attempts <= 1000 else {
+            throw VaultError(.configInvalid, "sidecar.session_max_attempts must be a whole number from 1 to 1000", field: "sidecar.session_max_attempts")
+        }
+        c.sessionMaxAttempts = Int(attempts)
+        c.auditLogPath = try s.string(S.auditLog, flag: o.logging.auditLog)
+        c.logRequests = try s.bool(S.logRequests, flag: o.logging.logRequests)
+        let level = try s.logLevel(S.logLevel, flag: o.logging.logLevel)
+        return (c, level, s)
+    }
+}
