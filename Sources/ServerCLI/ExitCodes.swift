@@ -23,3 +23,24 @@ package func fail(_ error: VaultError, line: Int? = nil) -> ExitCode {
 package func reportingErrors(_ body: () throws(VaultError) -> Void) throws(ExitCode) {
     do throws(VaultError) { try body() } catch { throw fail(error) }
 }
+
+extension ParsableCommand {
+    /// The entry of both executables: no core file and no ptrace by the same uid (every command
+    /// may hold card data or secret keys; the gateway also refuses to start if this fails), then
+    /// parses the process's arguments and runs the chosen subcommand, sync or async, exiting with
+    /// argument-parser's conventions (help, usage errors, `ExitCode`).
+    package static func runHardened() async -> Never {
+        ProcessHardening.disableCoreDumps()
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+            exit()
+        } catch {
+            exit(withError: error)
+        }
+    }
+}

@@ -58,20 +58,6 @@ public struct SidecarCommand: AsyncParsableCommand {
         }
     }
 
-    /// The executable's entry: no core file and no ptrace by the same uid (the sidecar holds card
-    /// data between reading and sealing it), then parse and serve.
-    public static func runMain() async -> Never {
-        ProcessHardening.disableCoreDumps()
-        do {
-            var command = try parseAsRoot()
-            if var asyncCommand = command as? any AsyncParsableCommand {
-                try await asyncCommand.run()
-            } else {
-                try command.run()
-            }
-            exit()
-        } catch {
-            exit(withError: error)
-        }
-    }
+    /// The executable's entry (`runHardened`: no core file, no ptrace by the same uid).
+    public static func runMain() async -> Never { await runHardened() }
 }

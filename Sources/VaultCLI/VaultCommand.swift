@@ -19,23 +19,6 @@ public struct VaultCommand: AsyncParsableCommand {
 
     public init() {}
 
-    /// Parses the process's arguments and runs the chosen subcommand, sync or async; exits with
-    /// argument-parser's conventions (help, usage errors, `ExitCode`).
-    public static func runMain() async -> Never {
-        // Every subcommand may hold card data (serve, seal, tokenize, validate) or secret keys and
-        // opened cards (gateway, open, rewrap, keys): no core file, no ptrace by the same uid.
-        // The gateway also refuses to start if this fails.
-        ProcessHardening.disableCoreDumps()
-        do {
-            var command = try parseAsRoot()
-            if var asyncCommand = command as? any AsyncParsableCommand {
-                try await asyncCommand.run()
-            } else {
-                try command.run()
-            }
-            exit()
-        } catch {
-            exit(withError: error)
-        }
-    }
+    /// The executable's entry (`runHardened`: no core file, no ptrace by the same uid).
+    public static func runMain() async -> Never { await runHardened() }
 }

@@ -30,7 +30,7 @@ public final class CardNumberInput: @unchecked Sendable {
     }
 
     private let validator: CardValidator
-    private let lock = Lock()
+    private let lock = PThreadMutex()
     private var digits = SecureBytes(capacity: 0) { _ in 0 }
     private let onChange: (@Sendable (Event) -> Void)?
 

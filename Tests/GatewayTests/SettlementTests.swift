@@ -143,7 +143,7 @@ import VaultOpen
         let processor = try StandIn(dir: f.dir, name: "p")
         defer { processor.stop() }
         let relay = try await RelayProcessorTests.load(
-            Self.template(port: processor.port, scenario: "hang-once", hang: 3, settle: ["status": true, "retry_within_seconds": 5]),
+            Self.template(port: processor.port, scenario: "hang-once", hang: 3, settle: ["status": true, "retry_within_seconds": 10]),
             dir: f.dir, timing: Self.timing)
         let payment = RandomID.make(prefix: "pay_")
         let outcome = try await relay.authorize(Self.request(payment), card: try Self.card(f, try f.envelope("4242424242424242")))
