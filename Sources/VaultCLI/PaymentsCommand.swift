@@ -6,7 +6,6 @@ import CardRules
 import Foundation
 import Logging
 import Payments
-import PostgresNIO
 import ServerCLI
 import Store
 import VaultCrypto
@@ -112,7 +111,7 @@ struct PaymentsSettle: AsyncParsableCommand {
             }
             let code = declineCode
             let reference = self.reference
-            let report = try await Self.withDatabase(store, logger: logger) { (db) throws(VaultError) in
+            let report = try await StoreTables.withStore(store, logger: logger) { db in
                 try await Self.settle(id, status: status, declineCode: code, reference: reference, in: db)
             }
             try StandardIO.write(report.lines.joined(separator: "\n") + "\n")
@@ -188,45 +187,5 @@ struct PaymentsSettle: AsyncParsableCommand {
     /// A store operation, its error as the CLI reports it.
     static func mapped<T>(_ body: () async throws(StoreError) -> T) async throws(VaultError) -> T {
         do { return try await body() } catch { throw VaultError(store: error) }
-    }
-
-    /// Opens and migrates a store for the command's one transaction-sized job, then closes it.
-    /// - Throws: `STORE_UNAVAILABLE` (a SQLite file that does not exist is not created),
-    ///   `STORE_LOCATION_INVALID`, `STORE_TLS_INVALID`, `STORE_TOO_NEW`.
-    static func withDatabase<T: Sendable>(
-        _ text: String, logger: Logger, _ body: @escaping @Sendable (Database) async throws(VaultError) -> T
-    ) async throws(VaultError) -> T {
-        func vault(_ e: StoreError) -> VaultError { VaultError(store: e) }
-        switch try StoreLocation(text) {
-        case .sqlite(let path):
-            guard FileManager.default.fileExists(atPath: path) else {
-                throw VaultError(.storeUnavailable, "no SQLite store at \(path)", field: "--store")
-            }
-            let db: Database
-            do throws(StoreError) {
-                db = try Database(sqlitePath: path)
-                try await db.migrate()
-            } catch { throw vault(error) }
-            return try await body(db)
-        case .postgres(let location):
-            try await location.probe(logger: logger)
-            let client = PostgresClient(configuration: try location.configuration(), backgroundLogger: logger)
-            do {
-                return try await withThrowingTaskGroup(of: T?.self) { group in
-                    group.addTask {
-                        await client.run()
-                        return nil
-                    }
-                    defer { group.cancelAll() }
-                    let db = Database(postgres: client, logger: logger)
-                    do throws(StoreError) { try await db.migrate() } catch { throw vault(error) }
-                    return try await body(db)
-                }
-            } catch let error as VaultError {
-                throw error
-            } catch {
-                throw VaultError(.storeUnavailable, "the store failed (\(type(of: error)))")
-            }
-        }
     }
 }
