@@ -54,7 +54,7 @@ let package = Package(
         .target(
             name: "SocketHTTP",
             dependencies: [
-                "VaultCrypto", "Audit",
+                "VaultCrypto", "CardRules", "Money", "Audit",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
