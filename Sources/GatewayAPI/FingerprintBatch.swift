@@ -14,25 +14,6 @@ public enum FingerprintBatch {
         "{\"envelopes\":[" + envelopeJSON.joined(separator: ",") + "]}"
     }
 
-    /// Parses the request at the reader's position.
-    /// - Throws: `REQUEST_FIELD_UNKNOWN`, `REQUEST_FIELD_MISSING`, `REQUEST_FIELD_INVALID` (too
-    ///   many envelopes) and the envelopes' refusals.
-    public static func parse(from r: inout JSONReader) throws(VaultError) -> [CardEnvelope] {
-        var found: [CardEnvelope]?
-        try r.readObject { (r, key) throws(VaultError) in
-            guard key == "envelopes" else { throw VaultError(.requestFieldUnknown, "a fingerprint request has only envelopes") }
-            var list: [CardEnvelope] = []
-            try r.readArray { (r) throws(VaultError) in
-                guard list.count < GatewayAPI.maxFingerprintBatch else {
-                    throw VaultError(.requestFieldInvalid, "at most \(GatewayAPI.maxFingerprintBatch) envelopes", field: "envelopes")
-                }
-                list.append(try CardEnvelope.parse(from: &r))
-            }
-            found = list
-        }
-        return try AuthorizeRequest.required(found, "envelopes")
-    }
-
     /// The answer.
     public static func answerJSON(_ entries: [Entry]) -> String {
         var out = "{\"data\":["
