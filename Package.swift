@@ -56,7 +56,7 @@ let package = Package(
         .target(
             name: "SocketHTTP",
             dependencies: [
-                "VaultCrypto", "Audit",
+                "VaultCrypto", "CardRules", "Money", "Audit",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -79,11 +79,14 @@ let package = Package(
         .target(name: "Tokenizer", dependencies: ["VaultCrypto", "CardRules", "Store"]),
         // Payments: records, idempotency, sessions, customers and mandates over the store layer.
         .target(name: "Payments", dependencies: ["VaultCrypto", "Money", "Tokenizer", "Store"]),
+        // The gateway adapter's wire format: its request and answer types and their JSON, shared
+        // by the gateway's routes and the sidecar's client. No HTTP, no opening.
+        .target(name: "GatewayAPI", dependencies: ["VaultCrypto", "Money"]),
         // The sidecar: Hummingbird on a Unix socket. Never depends on VaultOpen.
         .target(
             name: "Sidecar",
             dependencies: [
-                "Tokenizer", "Payments", "VaultCrypto", "CardRules", "SocketHTTP", "Money", "Store", "Audit",
+                "Tokenizer", "Payments", "VaultCrypto", "CardRules", "SocketHTTP", "Money", "Store", "Audit", "GatewayAPI",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -101,7 +104,7 @@ let package = Package(
         .target(
             name: "Gateway",
             dependencies: [
-                "VaultOpen", "VaultCrypto", "CardRules", "SocketHTTP", "Money", "Store", "Audit",
+                "VaultOpen", "VaultCrypto", "CardRules", "SocketHTTP", "Money", "Store", "Audit", "GatewayAPI",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -1,4 +1,5 @@
 import Foundation
+import GatewayAPI
 import Money
 import VaultCrypto
 import VaultOpen
@@ -63,36 +64,6 @@ public enum AuthorizationState: Sendable, Equatable {
     /// Still not known at the settlement deadline: reported `unknown` until an operator settles
     /// it by hand (`vault payments settle`).
     case unknown(reason: String, attempts: Int, deadline: Date)
-}
-
-/// A payment id whose outcome is being settled (docs/errors.md "Unknown outcomes").
-public struct PendingAuthorization: Sendable, Equatable {
-    /// Re-posting the payment (`POST /v1/authorize` with the same payment id, amount, currency and
-    /// envelope) re-sends it with the same processor idempotency key, which the processor answers
-    /// with its first result: how a payment without a status query settles.
-    public var resend: Bool
-    /// The gateway asks the processor's status query by itself (no re-post needed).
-    public var statusQuery: Bool
-    /// A call (on some gateway of the store) is sending it or asking about it right now.
-    public var inFlight: Bool
-    /// Sends so far.
-    public var attempts: Int
-    /// When it is worth asking (or re-posting) again.
-    public var nextTryAt: Date
-    /// After it, the outcome is reported `unknown`.
-    public var deadlineAt: Date
-    /// Why the outcome is not known (the last failure), for people.
-    public var reason: String
-
-    public init(resend: Bool, statusQuery: Bool, inFlight: Bool, attempts: Int, nextTryAt: Date, deadlineAt: Date, reason: String) {
-        self.resend = resend
-        self.statusQuery = statusQuery
-        self.inFlight = inFlight
-        self.attempts = attempts
-        self.nextTryAt = nextTryAt
-        self.deadlineAt = deadlineAt
-        self.reason = reason
-    }
 }
 
 /// Every way a processor call can fail, one case per cause; each answers with a code of the

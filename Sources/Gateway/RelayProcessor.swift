@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import CardRules
 import Foundation
+import GatewayAPI
 import Logging
 import Money
 import NIOCore

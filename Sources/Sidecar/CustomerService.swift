@@ -20,28 +20,28 @@ public struct CustomerService: Sendable {
         self.now = now
     }
 
-    public func create(reference: String?) async throws(APIError) -> CustomerRecord {
+    public func create(reference: String?) async throws(VaultError) -> CustomerRecord {
         let c = CustomerRecord(id: RandomID.make(prefix: "cus_"), reference: reference, createdAt: now())
         try await store { () throws(StoreError) in try await customers.create(c) }
         return c
     }
 
-    public func customer(_ id: String) async throws(APIError) -> (CustomerRecord, [InstrumentRecord]) {
+    public func customer(_ id: String) async throws(VaultError) -> (CustomerRecord, [InstrumentRecord]) {
         guard let c = try await store({ () throws(StoreError) in try await customers.customer(id) }) else {
-            throw APIError(.customerNotFound, "no customer with that id")
+            throw VaultError(.customerNotFound, "no customer with that id")
         }
         return (c, try await store { () throws(StoreError) in try await customers.instruments(of: id) })
     }
 
     /// Attaches a token: it becomes an instrument (no CVC) and the token is consumed.
-    public func attach(customer id: String, token: String, makeDefault: Bool) async throws(APIError) -> InstrumentRecord {
+    public func attach(customer id: String, token: String, makeDefault: Bool) async throws(VaultError) -> InstrumentRecord {
         _ = try await customer(id)
         let record: TokenRecord
-        do throws(VaultError) { record = try await tokenizer.record(token) } catch { throw APIError(error) }
+        record = try await tokenizer.record(token)
         // Claim the token first: of two attaches racing on one token, one wins.
         let claimed: Bool
-        do throws(StoreError) { claimed = try await tokenizer.store.delete(token) } catch { throw APIError(VaultError(store: error)) }
-        guard claimed else { throw APIError(.tokenNotFound, "no live token with that id") }
+        do throws(StoreError) { claimed = try await tokenizer.store.delete(token) } catch { throw VaultError(store: error) }
+        guard claimed else { throw VaultError(.tokenNotFound, "no live token with that id") }
         tokenizer.dropCVC(token)   // an instrument never carries a CVC (PCI DSS 3.3.1)
         // The instrument keeps the fingerprint the gateway gave the token (and only that one: a
         // fingerprint a caller wrote into its envelope is dropped): its envelope carries it, and
@@ -50,35 +50,35 @@ public struct CustomerService: Sendable {
         envelope.card.fingerprint = record.fingerprint
         let instrument = InstrumentRecord(id: RandomID.make(prefix: "ins_"), customer: id, envelope: envelope, createdAt: now())
         guard try await store({ () throws(StoreError) in try await customers.attach(instrument, makeDefault: makeDefault) }) else {
-            throw APIError(.customerNotFound, "no customer with that id")
+            throw VaultError(.customerNotFound, "no customer with that id")
         }
         return instrument
     }
 
-    public func setDefault(customer id: String, instrument: String) async throws(APIError) {
+    public func setDefault(customer id: String, instrument: String) async throws(VaultError) {
         guard try await store({ () throws(StoreError) in try await customers.setDefault(customer: id, instrument: instrument) }) else {
-            throw APIError(.instrumentNotFound, "this customer has no instrument with that id")
+            throw VaultError(.instrumentNotFound, "this customer has no instrument with that id")
         }
     }
 
-    public func detach(customer id: String, instrument: String) async throws(APIError) {
+    public func detach(customer id: String, instrument: String) async throws(VaultError) {
         guard try await store({ () throws(StoreError) in try await customers.detach(customer: id, instrument: instrument) }) else {
-            throw APIError(.instrumentNotFound, "this customer has no instrument with that id")
+            throw VaultError(.instrumentNotFound, "this customer has no instrument with that id")
         }
     }
 
     /// The instrument a payment by customer uses: the default one.
-    func defaultInstrument(of id: String) async throws(APIError) -> InstrumentRecord {
+    func defaultInstrument(of id: String) async throws(VaultError) -> InstrumentRecord {
         let (c, instruments) = try await customer(id)
         guard let def = c.defaultInstrument, let instrument = instruments.first(where: { $0.id == def }) else {
-            throw APIError(.customerHasNoInstrument, "this customer has no default instrument: attach a token first")
+            throw VaultError(.customerHasNoInstrument, "this customer has no default instrument: attach a token first")
         }
         return instrument
     }
 
-    private func store<T>(_ body: () async throws(StoreError) -> T) async throws(APIError) -> T {
+    private func store<T>(_ body: () async throws(StoreError) -> T) async throws(VaultError) -> T {
         do throws(StoreError) { return try await body() } catch {
-            throw APIError(VaultError(store: error))
+            throw VaultError(store: error)
         }
     }
 
@@ -87,11 +87,11 @@ public struct CustomerService: Sendable {
         if let r = c.reference { JSONOut.string(r, into: &out) } else { out += "null" }
         out += ",\"default_instrument\":" + (c.defaultInstrument.map { "\"\($0)\"" } ?? "null")
         out += ",\"instruments\":[" + instruments.map(instrumentJSON).joined(separator: ",") + "]"
-        out += ",\"created_at\":\"\(SidecarRoutes.iso(c.createdAt))\"}"
+        out += ",\"created_at\":\"\(JSONOut.iso(c.createdAt))\"}"
         return out
     }
 
     public static func instrumentJSON(_ i: InstrumentRecord) -> String {
-        "{\"id\":\"\(i.id)\",\"customer\":\"\(i.customer)\",\"card\":\(i.envelope.card.json),\"created_at\":\"\(SidecarRoutes.iso(i.createdAt))\"}"
+        "{\"id\":\"\(i.id)\",\"customer\":\"\(i.customer)\",\"card\":\(i.envelope.card.json),\"created_at\":\"\(JSONOut.iso(i.createdAt))\"}"
     }
 }

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import GatewayAPI
 import Logging
 import NIOCore
 import NIOPosix
@@ -67,29 +68,11 @@ public struct GatewayClient: Sendable {
         }
     }
 
-    /// The gateway's answer to an authorization (the JSON of `GatewayRoutes.json`): `succeeded`,
-    /// `declined`, `requires_action`, or `unknown` when settlement gave up at its deadline.
-    public struct Outcome: Sendable, Equatable {
-        public var status: String
-        public var declineCode: String?
-        public var reference: String?
-        /// The `next_action` object, as JSON text.
-        public var nextAction: String?
-        /// Why the outcome is `unknown`.
-        public var reason: String?
-    }
+    /// The gateway's answer to an authorization (GatewayAPI).
+    public typealias Outcome = GatewayOutcome
 
-    /// What the gateway knows of a payment id (`GET /v1/authorizations/{id}`).
-    public enum Authorization: Sendable, Equatable {
-        /// Settled (or, with status `unknown`, given up at the settlement deadline).
-        case outcome(Outcome)
-        /// No ledger row: never sent, or the processor said it never received it. Nothing charged.
-        case notFound
-        /// Sent, the outcome not known yet, being settled. With `resend`, re-posting the payment
-        /// once `nextTryAt` has passed (and nobody is `inFlight` with it) re-sends it under the
-        /// same processor idempotency key: how templates without a status query settle.
-        case pending(resend: Bool, inFlight: Bool, nextTryAt: Date?, reason: String)
-    }
+    /// What the gateway knows of a payment id (`GET /v1/authorizations/{id}`; GatewayAPI).
+    public typealias Authorization = GatewayAuthorization
 
     public let socketPath: String
     /// How long one authorization may take before its outcome counts as unknown.
@@ -114,7 +97,7 @@ public struct GatewayClient: Sendable {
     public func authorize(
         paymentID: String, amount: Int, currency: String, envelopeJSON: String
     ) async throws(Failure) -> Outcome {
-        let body = #"{"payment_id":"\#(paymentID)","amount":\#(amount),"currency":"\#(currency)","envelope":\#(envelopeJSON)}"#
+        let body = AuthorizeRequest.json(paymentID: paymentID, amount: amount, currency: currency, envelopeJSON: envelopeJSON)
         let (status, text) = try await call("POST", "/v1/authorize", body: body)
         if status == 200 { return try Self.outcome(text) }
         let (code, message) = Self.error(text)
@@ -126,9 +109,7 @@ public struct GatewayClient: Sendable {
 
     /// Completes a 3-D Secure payment with the result JWT (validated by the gateway).
     public func confirm(paymentID: String, threeDSResult jwt: String) async throws(Failure) -> Outcome {
-        var body = "{\"three_ds_result\":\""
-        body += String(jwt.unicodeScalars.filter { $0.isASCII && $0 != "\"" && $0 != "\\" && $0.value >= 32 }.map(Character.init))
-        body += "\"}"
+        let body = ThreeDSResult.json(String(jwt.unicodeScalars.filter { $0.isASCII && $0 != "\"" && $0 != "\\" && $0.value >= 32 }.map(Character.init)))
         let (status, text) = try await call("POST", "/v1/authorizations/\(paymentID)/confirm", body: body)
         if status == 200 { return try Self.outcome(text) }
         let (code, message) = Self.error(text)
@@ -144,7 +125,7 @@ public struct GatewayClient: Sendable {
             let (code, message) = Self.error(text)
             throw .refused(code, message)
         }
-        guard let jwt = (try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])?["three_ds_result"] as? String else {
+        guard let jwt = GatewayJSON.threeDSResult(text) else {
             throw .badAnswer("the ACS answered no result")
         }
         return jwt
@@ -156,37 +137,32 @@ public struct GatewayClient: Sendable {
     /// - Throws: a `Failure` when no answer came (the gateway is down, slow, or has no
     ///   fingerprint key: `.refused(.fingerprintKeyMissing, …)`).
     public func fingerprints(ofEnvelopes envelopeJSON: [String]) async throws(Failure) -> [FingerprintAnswer] {
-        let body = "{\"envelopes\":[" + envelopeJSON.joined(separator: ",") + "]}"
+        let body = FingerprintBatch.json(envelopeJSON: envelopeJSON)
         let (status, text) = try await call("POST", "/v1/fingerprints", body: body)
         guard status == 200 else {
             let (code, message) = Self.error(text)
             throw .refused(code, message)
         }
-        guard let json = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
-              let data = json["data"] as? [[String: Any]], data.count == envelopeJSON.count
-        else { throw .badAnswer("the gateway's fingerprint answer is not one entry per envelope") }
-        return data.map { entry in
-            if let fp = entry["fingerprint"] as? String, FingerprintAnswer.isWellFormed(fp) { return .fingerprint(fp) }
-            let e = entry["error"] as? [String: Any]
-            return .refused(
-                code: Self.code(e?["code"]), message: e?["message"] as? String ?? "the gateway refused the envelope")
+        guard let entries = FingerprintBatch.entries(json: text, count: envelopeJSON.count) else {
+            throw .badAnswer("the gateway's fingerprint answer is not one entry per envelope")
+        }
+        return entries.map { entry in
+            switch entry {
+            case .fingerprint(let fp) where FingerprintAnswer.isWellFormed(fp): .fingerprint(fp)
+            case .fingerprint: .refused(code: .gatewayError, message: "the gateway refused the envelope")
+            case .refused(let code, let message): .refused(code: code, message: message)
+            }
         }
     }
 
     /// What the gateway knows of a payment id.
     public func authorization(of paymentID: String) async throws(Failure) -> Authorization {
         let (status, text) = try await call("GET", "/v1/authorizations/" + paymentID, body: nil)
-        switch status {
-        case 200: return .outcome(try Self.outcome(text))
-        case 404: return .notFound
-        case 409:
-            let json = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? [:]
-            let next = (json["next_try_at"] as? String).flatMap { try? Date($0, strategy: .iso8601) }
-            return .pending(
-                resend: json["resend"] as? Bool ?? false, inFlight: json["in_flight"] as? Bool ?? true, nextTryAt: next,
-                reason: json["reason"] as? String ?? "being settled")
-        default: throw .badAnswer("the gateway answered \(status)")
+        guard let answer = Authorization(status: status, json: text) else {
+            if status == 200 { throw .badAnswer("the gateway's answer is not an outcome") }
+            throw .badAnswer("the gateway answered \(status)")
         }
+        return answer
     }
 
     private func call(_ method: String, _ path: String, body: String?) async throws(Failure) -> (Int, String) {
@@ -222,27 +198,10 @@ public struct GatewayClient: Sendable {
     }
 
     static func outcome(_ text: String) throws(Failure) -> Outcome {
-        guard let json = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
-              let status = json["status"] as? String, ["succeeded", "declined", "requires_action", "unknown"].contains(status)
-        else { throw .badAnswer("the gateway's answer is not an outcome") }
-        var next: String?
-        if let action = json["next_action"], let data = try? JSONSerialization.data(withJSONObject: action, options: [.sortedKeys, .withoutEscapingSlashes]) {
-            next = String(decoding: data, as: UTF8.self)
-        }
-        return Outcome(
-            status: status, declineCode: json["decline_code"] as? String, reference: json["reference"] as? String, nextAction: next,
-            reason: json["reason"] as? String)
+        guard let outcome = Outcome(json: text) else { throw .badAnswer("the gateway's answer is not an outcome") }
+        return outcome
     }
 
     /// The code and message of the gateway's `{"error":{…}}` answer.
-    static func error(_ text: String) -> (ErrorCode, String) {
-        let e = (try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])?["error"] as? [String: Any]
-        return (code(e?["code"]), e?["message"] as? String ?? "the gateway refused the request")
-    }
-
-    /// A code the gateway sent: one of the catalogue's, or `GATEWAY_ERROR` when it sent none this
-    /// sidecar knows (the gateway and the sidecar are one version: not expected).
-    static func code(_ value: Any?) -> ErrorCode {
-        (value as? String).flatMap(ErrorCode.init(rawValue:)) ?? .gatewayError
-    }
+    static func error(_ text: String) -> (ErrorCode, String) { GatewayJSON.error(text) }
 }

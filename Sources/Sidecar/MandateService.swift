@@ -24,16 +24,16 @@ public struct MandateService: Sendable {
     public func create(
         customer: String, instrument: String?, amount: Int, maxAmount: Int, currency: Currency, interval: MandateRecord.Interval,
         maxCycles: Int, expiresAt: Date
-    ) async throws(APIError) -> MandateRecord {
+    ) async throws(VaultError) -> MandateRecord {
         let (c, instruments) = try await customers.customer(customer)
         guard let chosen = instrument ?? c.defaultInstrument, instruments.contains(where: { $0.id == chosen }) else {
-            throw APIError(.instrumentNotFound, "this customer has no such instrument (or no default one)")
+            throw VaultError(.instrumentNotFound, "this customer has no such instrument (or no default one)")
         }
         guard amount <= maxAmount else {
-            throw APIError(.mandateAmountExceeded, "the plan amount is above max_amount", field: "amount")
+            throw VaultError(.mandateAmountExceeded, "the plan amount is above max_amount", field: "amount")
         }
         guard expiresAt > now() else {
-            throw APIError(.requestFieldInvalid, "expires_at is in the past", field: "expires_at")
+            throw VaultError(.requestFieldInvalid, "expires_at is in the past", field: "expires_at")
         }
         let m = MandateRecord(
             id: RandomID.make(prefix: "mdt_"), customer: customer, instrument: chosen, amount: amount, maxAmount: maxAmount,
@@ -42,29 +42,29 @@ public struct MandateService: Sendable {
         return m
     }
 
-    public func mandate(_ id: String) async throws(APIError) -> MandateRecord {
+    public func mandate(_ id: String) async throws(VaultError) -> MandateRecord {
         guard let m = try await store({ () throws(StoreError) in try await mandates.mandate(id) }) else {
-            throw APIError(.mandateNotFound, "no mandate with that id")
+            throw VaultError(.mandateNotFound, "no mandate with that id")
         }
         return m
     }
 
-    public func cancel(_ id: String) async throws(APIError) {
+    public func cancel(_ id: String) async throws(VaultError) {
         _ = try await mandate(id)
         _ = try await store { () throws(StoreError) in try await mandates.cancelMandate(id) }
     }
 
     /// Charges cycle `cycle` (from 1) for `amount` (default: the plan amount).
-    public func charge(_ id: String, cycle: Int, amount: Int?) async throws(APIError) -> (PaymentRecord, Bool) {
+    public func charge(_ id: String, cycle: Int, amount: Int?) async throws(VaultError) -> (PaymentRecord, Bool) {
         let m = try await mandate(id)
         let amount = amount ?? m.amount
         let key = "\(Self.keyPrefix)\(m.id):cycle:\(cycle)"
-        guard m.status == .active else { throw APIError(.mandateCancelled, "this mandate was cancelled") }
+        guard m.status == .active else { throw VaultError(.mandateCancelled, "this mandate was cancelled") }
         guard (1...m.maxCycles).contains(cycle) else {
-            throw APIError(.mandateCycleInvalid, "cycle is 1 to \(m.maxCycles)", field: "cycle")
+            throw VaultError(.mandateCycleInvalid, "cycle is 1 to \(m.maxCycles)", field: "cycle")
         }
         guard amount >= 1, amount <= m.maxAmount else {
-            throw APIError(.mandateAmountExceeded, "a charge is at most \(m.maxAmount)", field: "amount")
+            throw VaultError(.mandateAmountExceeded, "a charge is at most \(m.maxAmount)", field: "amount")
         }
         let due = m.dueDate(ofCycle: cycle)
         // A cycle that was already charged replays (idempotent) whatever the date.
@@ -74,18 +74,18 @@ public struct MandateService: Sendable {
             return try await payments.pay(.init(source: .mandate(m.id, cycle: cycle, instrument: done.token), amount: amount,
                                                 currency: Currency(m.currency)!, idempotencyKey: key, scope: PaymentScope.global))
         }
-        guard due < m.expiresAt, now() < m.expiresAt else { throw APIError(.mandateExpired, "this mandate has expired") }
+        guard due < m.expiresAt, now() < m.expiresAt else { throw VaultError(.mandateExpired, "this mandate has expired") }
         guard now() >= due else {
-            throw APIError(.mandateCycleNotDue, "cycle \(cycle) is due from \(SidecarRoutes.iso(due))", field: "cycle")
+            throw VaultError(.mandateCycleNotDue, "cycle \(cycle) is due from \(JSONOut.iso(due))", field: "cycle")
         }
-        guard let currency = Currency(m.currency) else { throw APIError(.currencyInvalid, "bad currency") }
+        guard let currency = Currency(m.currency) else { throw VaultError(.currencyInvalid, "bad currency") }
         return try await payments.pay(.init(source: .mandate(m.id, cycle: cycle, instrument: m.instrument), amount: amount, currency: currency, idempotencyKey: key,
                                             scope: PaymentScope.global))
     }
 
-    private func store<T>(_ body: () async throws(StoreError) -> T) async throws(APIError) -> T {
+    private func store<T>(_ body: () async throws(StoreError) -> T) async throws(VaultError) -> T {
         do throws(StoreError) { return try await body() } catch {
-            throw APIError(VaultError(store: error))
+            throw VaultError(store: error)
         }
     }
 
@@ -95,6 +95,6 @@ public struct MandateService: Sendable {
     public static func json(_ m: MandateRecord) -> String {
         "{\"id\":\"\(m.id)\",\"status\":\"\(m.status.rawValue)\",\"customer\":\"\(m.customer)\",\"instrument\":\"\(m.instrument)\","
             + "\"amount\":\(m.amount),\"max_amount\":\(m.maxAmount),\"currency\":\"\(m.currency)\",\"interval\":\"\(m.interval.rawValue)\","
-            + "\"max_cycles\":\(m.maxCycles),\"created_at\":\"\(SidecarRoutes.iso(m.createdAt))\",\"expires_at\":\"\(SidecarRoutes.iso(m.expiresAt))\"}"
+            + "\"max_cycles\":\(m.maxCycles),\"created_at\":\"\(JSONOut.iso(m.createdAt))\",\"expires_at\":\"\(JSONOut.iso(m.expiresAt))\"}"
     }
 }

@@ -73,7 +73,7 @@ public struct PaymentService: Sendable {
     }
 
     /// Makes (or replays) a payment. `created` is false for a replay of an earlier request.
-    public func pay(_ request: Request) async throws(APIError) -> (payment: PaymentRecord, created: Bool) {
+    public func pay(_ request: Request) async throws(VaultError) -> (payment: PaymentRecord, created: Bool) {
         // A replay returns the first payment; if that first attempt was dropped meanwhile (it
         // never reached a processor), this request makes the payment afresh.
         let existing = try await store { () throws(StoreError) in
@@ -100,15 +100,15 @@ public struct PaymentService: Sendable {
         switch request.source {
         case .token(let id):
             let token: TokenRecord
-            do throws(VaultError) { token = try await tokenizer.record(id) } catch { throw APIError(error) }
+            token = try await tokenizer.record(id)
             (sourceID, envelopeJSON, singleUse, tokenWithCVC) = (token.token, token.envelope.json, token.singleUse, token.hasCVC ? token : nil)
         case .customer(let id):
-            guard let customers else { throw APIError(.storeUnavailable, "customers are not available on this sidecar") }
+            guard let customers else { throw VaultError(.storeUnavailable, "customers are not available on this sidecar") }
             let instrument = try await customers.defaultInstrument(of: id)
             (sourceID, envelopeJSON, singleUse, tokenWithCVC) = (instrument.id, instrument.envelope.json, false, nil)
         case .mandate(_, _, let instrumentID):
             guard let customers, let instrument = try? await customers.customers.instrument(instrumentID) else {
-                throw APIError(.mandateInstrumentGone, "the mandate's instrument was detached")
+                throw VaultError(.mandateInstrumentGone, "the mandate's instrument was detached")
             }
             (sourceID, envelopeJSON, singleUse, tokenWithCVC) = (instrument.id, instrument.envelope.json, false, nil)
         }
@@ -118,7 +118,7 @@ public struct PaymentService: Sendable {
         switch try await store({ () throws(StoreError) in try await payments.begin(intent) }) {
         case .existing(let existing):
             guard let first = try await replay(existing, request) else {
-                throw APIError(.gatewayUnavailable, "a concurrent request under this idempotency_key did not reach the gateway; nothing was charged, retry")
+                throw VaultError(.gatewayUnavailable, "a concurrent request under this idempotency_key did not reach the gateway; nothing was charged, retry")
             }
             return (first, false)
         case .created: break
@@ -154,11 +154,11 @@ public struct PaymentService: Sendable {
             if error.nothingSent {
                 try? await payments.abandon(intent.id)
                 logger.warning("payment not sent", metadata: ["payment": "\(intent.id)", "reason": "\(error.reason)"])
-                throw APIError(.gatewayUnavailable, "\(error.reason); nothing was charged, retry with the same idempotency_key")
+                throw VaultError(.gatewayUnavailable, "\(error.reason); nothing was charged, retry with the same idempotency_key")
             }
             if case .refused(let code, let message) = error {
                 _ = try? await payments.finish(intent.id, status: .failed, code: code.rawValue, reference: nil, nextAction: nil, now: now())
-                throw APIError(code, message)
+                throw VaultError(code, message)
             }
             // Sent, the answer lost or unclear: the payment is `processing` (202). The gateway
             // settles it (status query, re-send under the same processor idempotency key) and
@@ -170,7 +170,7 @@ public struct PaymentService: Sendable {
     }
 
     /// Records a gateway outcome and consumes a single-use token that paid.
-    func record(_ outcome: GatewayClient.Outcome, for intent: PaymentRecord) async throws(APIError) -> PaymentRecord {
+    func record(_ outcome: GatewayClient.Outcome, for intent: PaymentRecord) async throws(VaultError) -> PaymentRecord {
         let status = PaymentRecord.Status(rawValue: outcome.status) ?? .failed
         let t = now()
         if status == .unknown {
@@ -213,9 +213,9 @@ public struct PaymentService: Sendable {
     /// The first payment made under this key: the same request gets its result (after waiting for
     /// it if it is still in flight); another request gets 409 `IDEMPOTENCY_KEY_REUSED`. Nil when
     /// the first attempt was dropped while waiting (it never reached a processor).
-    func replay(_ existing: PaymentRecord, _ request: Request) async throws(APIError) -> PaymentRecord? {
+    func replay(_ existing: PaymentRecord, _ request: Request) async throws(VaultError) -> PaymentRecord? {
         guard existing.request == request.canonical else {
-            throw APIError(.idempotencyKeyReused, "this idempotency_key was used for a different payment request")
+            throw VaultError(.idempotencyKeyReused, "this idempotency_key was used for a different payment request")
         }
         var current = existing
         let deadline = ContinuousClock.now + replayWait
@@ -225,21 +225,21 @@ public struct PaymentService: Sendable {
             current = fresh
         }
         if current.status == .processing {
-            throw APIError(.paymentInProgress, "\(current.id) is still being processed: GET /v1/payments/\(current.id)")
+            throw VaultError(.paymentInProgress, "\(current.id) is still being processed: GET /v1/payments/\(current.id)")
         }
         if current.status == .failed, let text = current.code {
             // The gateway's code, as recorded (`GATEWAY_ERROR` for one this version does not know).
-            throw APIError(ErrorCode(rawValue: text) ?? .gatewayError, "\(current.id) failed: \(text)")
+            throw VaultError(ErrorCode(rawValue: text) ?? .gatewayError, "\(current.id) failed: \(text)")
         }
         return current
     }
 
     /// Completes a payment waiting for 3-D Secure with the result JWT from the challenge. The
     /// gateway validates it; a refused result leaves the payment waiting.
-    public func confirm(_ id: String, threeDSResult jwt: String) async throws(APIError) -> PaymentRecord {
+    public func confirm(_ id: String, threeDSResult jwt: String) async throws(VaultError) -> PaymentRecord {
         let p = try await payment(id)
         guard p.status == .requiresAction else {
-            throw APIError(.paymentNotAwaitingAction, "\(id) is \(p.status.rawValue), not waiting for 3-D Secure")
+            throw VaultError(.paymentNotAwaitingAction, "\(id) is \(p.status.rawValue), not waiting for 3-D Secure")
         }
         let outcome: GatewayClient.Outcome
         do throws(GatewayClient.Failure) {
@@ -249,32 +249,32 @@ public struct PaymentService: Sendable {
             // take its recorded outcome rather than leave the payment waiting forever.
             if case .refused(.paymentNotAwaitingAction, _) = error, let settled = try await settleFromGateway(p) { return settled }
             if error.answerLost, let settled = try await settleFromGateway(p) { return settled }
-            if case .refused(let code, let message) = error { throw APIError(code, message) }
-            throw APIError(.gatewayUnavailable, "\(error.reason); the payment still waits for 3-D Secure")
+            if case .refused(let code, let message) = error { throw VaultError(code, message) }
+            throw VaultError(.gatewayUnavailable, "\(error.reason); the payment still waits for 3-D Secure")
         }
         return try await record(outcome, for: p)
     }
 
     /// The gateway's recorded outcome of a payment, recorded here too when it is final.
-    func settleFromGateway(_ p: PaymentRecord) async throws(APIError) -> PaymentRecord? {
+    func settleFromGateway(_ p: PaymentRecord) async throws(VaultError) -> PaymentRecord? {
         guard case .outcome(let outcome)? = try? await gateway.authorization(of: p.id), outcome.status != "requires_action" else { return nil }
         return try await record(outcome, for: p)
     }
 
     /// The sandbox's challenge page, reached through the sidecar: completes a challenge.
-    public func completeSandboxChallenge(_ transactionID: String, action: String) async throws(APIError) -> String {
+    public func completeSandboxChallenge(_ transactionID: String, action: String) async throws(VaultError) -> String {
         do throws(GatewayClient.Failure) {
             return try await gateway.completeChallenge(transactionID: transactionID, action: action)
         } catch {
-            if case .refused(let code, let message) = error { throw APIError(code, message) }
-            throw APIError(.gatewayUnavailable, error.reason)
+            if case .refused(let code, let message) = error { throw VaultError(code, message) }
+            throw VaultError(.gatewayUnavailable, error.reason)
         }
     }
 
     /// A payment by id.
-    public func payment(_ id: String) async throws(APIError) -> PaymentRecord {
+    public func payment(_ id: String) async throws(VaultError) -> PaymentRecord {
         guard let p = try await store({ () throws(StoreError) in try await payments.get(id) }) else {
-            throw APIError(.paymentNotFound, "no payment with that id")
+            throw VaultError(.paymentNotFound, "no payment with that id")
         }
         return p
     }
@@ -352,9 +352,9 @@ public struct PaymentService: Sendable {
 
     static func seconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18 }
 
-    private func store<T>(_ body: () async throws(StoreError) -> T) async throws(APIError) -> T {
+    private func store<T>(_ body: () async throws(StoreError) -> T) async throws(VaultError) -> T {
         do throws(StoreError) { return try await body() } catch {
-            throw APIError(VaultError(store: error))
+            throw VaultError(store: error)
         }
     }
 
@@ -384,7 +384,7 @@ public struct PaymentService: Sendable {
             out += ",\"reason\":"
             JSONOut.string(reason, into: &out)
         }
-        out += ",\"created_at\":\"\(SidecarRoutes.iso(p.createdAt))\",\"updated_at\":\"\(SidecarRoutes.iso(p.updatedAt))\"}"
+        out += ",\"created_at\":\"\(JSONOut.iso(p.createdAt))\",\"updated_at\":\"\(JSONOut.iso(p.updatedAt))\"}"
         return out
     }
 }

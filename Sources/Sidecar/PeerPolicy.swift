@@ -52,20 +52,12 @@ public struct PeerPolicy: Sendable, Equatable {
         (entries[.uid(peer.uid)] ?? []).union(entries[.gid(peer.gid)] ?? [])
     }
 
-    /// The role a request needs; nil means "any listed peer" (health).
-    static func requiredRoles(method: HTTPRequest.Method, path: String) -> Set<Role>? {
-        switch (method, path) {
-        case (.get, "/v1/health"), (.get, "/openapi.json"), (.get, "/metrics"): nil
-        case (.post, "/v1/tokens"), (.post, "/v1/validate"): [.tokenize, .admin]
-        case (.get, _) where path.hasPrefix("/v1/tokens/"): [.tokenize, .pay, .admin]
-        case (_, _) where path.hasPrefix("/v1/payments") || path.hasPrefix("/v1/customers") || path.hasPrefix("/v1/mandates"): [.pay, .admin]
-        case (.post, _) where path.hasPrefix("/v1/sandbox/3ds/"): [.tokenize, .pay, .admin]
-        // Sessions: made by pay/admin; read and paid by a tokenize caller that presents the id.
-        case (.post, "/v1/sessions"): [.pay, .admin]
-        case (.get, _) where path.hasPrefix("/v1/sessions/"): [.tokenize, .pay, .admin]
-        case (.post, _) where path.hasPrefix("/v1/sessions/") && path.hasSuffix("/pay"): [.tokenize, .pay, .admin]
-        default: [.admin]
-        }
+    /// The roles a request needs, from the route table (`SidecarRoutes.table`): the matched
+    /// route's (`template` is Hummingbird's `endpointPath`); nil means "any listed peer"
+    /// (health, metrics, the spec). A request no route matches needs admin.
+    static func requiredRoles(method: HTTPRequest.Method, template: String?) -> Set<Role>? {
+        guard let route = SidecarRoutes.table.route(method, template: template) else { return [.admin] }
+        return route.access
     }
 }
 
@@ -82,7 +74,7 @@ public struct PeerAuthorizationMiddleware: RouterMiddleware {
         }
         let roles = policy.roles(of: peer)
         let allowed: Bool
-        if let needed = PeerPolicy.requiredRoles(method: request.method, path: request.uri.path) {
+        if let needed = PeerPolicy.requiredRoles(method: request.method, template: context.endpointPath) {
             allowed = !roles.isDisjoint(with: needed)
         } else {
             allowed = !roles.isEmpty

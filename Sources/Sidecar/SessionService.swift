@@ -34,7 +34,7 @@ public struct SessionService: Sendable {
     /// Default of `session_max_attempts`.
     public static let defaultMaxAttempts = 3
 
-    public func create(amount: Int, currency: Currency, acceptedBrands: [CardBrand], customer: String?, ttl: Double) async throws(APIError) -> SessionRecord {
+    public func create(amount: Int, currency: Currency, acceptedBrands: [CardBrand], customer: String?, ttl: Double) async throws(VaultError) -> SessionRecord {
         let t = now()
         let s = SessionRecord(
             id: RandomID.make(prefix: "sess_"), amount: amount, currency: currency.code, acceptedBrands: acceptedBrands.map(\.rawValue),
@@ -43,9 +43,9 @@ public struct SessionService: Sendable {
         return s
     }
 
-    public func session(_ id: String) async throws(APIError) -> SessionRecord {
+    public func session(_ id: String) async throws(VaultError) -> SessionRecord {
         guard let s = try await store({ () throws(StoreError) in try await sessions.session(id) }) else {
-            throw APIError(.sessionNotFound, "no checkout session with that id")
+            throw VaultError(.sessionNotFound, "no checkout session with that id")
         }
         return await following(s)
     }
@@ -76,33 +76,33 @@ public struct SessionService: Sendable {
     /// `maxAttempts` attempts have failed, then the session is closed
     /// (`SESSION_ATTEMPTS_EXCEEDED`). The key lives in the session's own scope.
     public func pay(
-        _ id: String, idempotencyKey: String, tokenize: () async throws(APIError) -> TokenRecord
-    ) async throws(APIError) -> (PaymentRecord, Bool) {
+        _ id: String, idempotencyKey: String, tokenize: () async throws(VaultError) -> TokenRecord
+    ) async throws(VaultError) -> (PaymentRecord, Bool) {
         let s = try await session(id)
-        guard let currency = Currency(s.currency) else { throw APIError(.currencyInvalid, "the session's currency is not valid") }
+        guard let currency = Currency(s.currency) else { throw VaultError(.currencyInvalid, "the session's currency is not valid") }
         if s.status == .completed || s.status == .paying, let paid = s.paymentID, let p = try? await payments.payment(paid),
            p.idempotencyKey == idempotencyKey {
             // A replay of the request that completed the session, or of the one whose outcome is
             // still being settled (its payment, `processing` or `unknown`, as it is now).
             return (p, false)
         }
-        guard now() < s.expiresAt else { throw APIError(.sessionExpired, "this checkout session has expired") }
+        guard now() < s.expiresAt else { throw VaultError(.sessionExpired, "this checkout session has expired") }
         try refuseIfExhausted(s)
-        guard s.status == .open else { throw APIError(.sessionUsed, "this checkout session was already used") }
+        guard s.status == .open else { throw VaultError(.sessionUsed, "this checkout session was already used") }
         let token = try await tokenize()
         guard s.acceptedBrands.isEmpty || s.acceptedBrands.contains(token.card.brand.rawValue) else {
             _ = try? await tokenizer.store.delete(token.token)
-            throw APIError(.sessionBrandNotAccepted, "this session accepts \(s.acceptedBrands.joined(separator: ", ")) only")
+            throw VaultError(.sessionBrandNotAccepted, "this session accepts \(s.acceptedBrands.joined(separator: ", ")) only")
         }
         guard try await store({ () throws(StoreError) in try await sessions.transitionSession(id, from: .open, to: .paying, paymentID: nil) }) else {
             _ = try? await tokenizer.store.delete(token.token)
             if let fresh = try? await sessions.session(id) { try refuseIfExhausted(fresh) }
-            throw APIError(.sessionUsed, "this checkout session was already used")
+            throw VaultError(.sessionUsed, "this checkout session was already used")
         }
         let attempt = PaymentService.Request(
             source: .token(token.token), amount: s.amount, currency: currency, idempotencyKey: idempotencyKey, scope: PaymentScope.session(id))
         let result: (payment: PaymentRecord, created: Bool)
-        do throws(APIError) {
+        do throws(VaultError) {
             result = try await payments.pay(attempt)
         } catch {
             // Only this attempt's own payment counts (same scope, key and request): a payment made
@@ -134,15 +134,15 @@ public struct SessionService: Sendable {
 
     /// 409 `SESSION_ATTEMPTS_EXCEEDED` for a session closed after its failed attempts (or one
     /// that already has as many as the current setting allows).
-    private func refuseIfExhausted(_ s: SessionRecord) throws(APIError) {
+    private func refuseIfExhausted(_ s: SessionRecord) throws(VaultError) {
         if s.status == .closed || (s.status == .open && s.attempts >= maxAttempts) {
-            throw APIError(.sessionAttemptsExceeded, "this checkout session was closed after \(s.attempts) failed payment attempts; create a new session")
+            throw VaultError(.sessionAttemptsExceeded, "this checkout session was closed after \(s.attempts) failed payment attempts; create a new session")
         }
     }
 
-    private func store<T>(_ body: () async throws(StoreError) -> T) async throws(APIError) -> T {
+    private func store<T>(_ body: () async throws(StoreError) -> T) async throws(VaultError) -> T {
         do throws(StoreError) { return try await body() } catch {
-            throw APIError(VaultError(store: error))
+            throw VaultError(store: error)
         }
     }
 
@@ -154,7 +154,7 @@ public struct SessionService: Sendable {
         if let c = s.customer { JSONOut.string(c, into: &out) } else { out += "null" }
         out += ",\"payment\":" + (s.paymentID.map { "\"\($0)\"" } ?? "null")
         out += ",\"attempts\":\(s.attempts)"
-        out += ",\"created_at\":\"\(SidecarRoutes.iso(s.createdAt))\",\"expires_at\":\"\(SidecarRoutes.iso(s.expiresAt))\"}"
+        out += ",\"created_at\":\"\(JSONOut.iso(s.createdAt))\",\"expires_at\":\"\(JSONOut.iso(s.expiresAt))\"}"
         return out
     }
 }

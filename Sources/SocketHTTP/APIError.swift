@@ -63,19 +63,22 @@ public enum JSONOut {
         out += "\""
     }
 
-    /// `2026-11-23T12:50:59Z` (UTC, whole seconds), without Foundation's formatter machinery.
-    public static func iso(_ d: Date) -> String {
-        var t = time_t(d.timeIntervalSince1970.rounded(.down))
-        var tm = tm()
-        gmtime_r(&t, &tm)
-        func two(_ v: Int32) -> String { v < 10 ? "0\(v)" : "\(v)" }
-        return "\(tm.tm_year + 1900)-\(two(tm.tm_mon + 1))-\(two(tm.tm_mday))T\(two(tm.tm_hour)):\(two(tm.tm_min)):\(two(tm.tm_sec))Z"
-    }
+    /// `2026-11-23T12:50:59Z` (UTC, whole seconds).
+    public static func iso(_ d: Date) -> String { JSONText.iso(d) }
 
     public static func response(_ status: HTTPResponse.Status, _ body: String) -> Response {
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
         headers[.cacheControl] = "no-store"
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: body)))
+    }
+}
+
+extension Response {
+    /// Prometheus metrics as `GET /metrics` answers them (text exposition format 0.0.4).
+    public static func prometheus(_ exposition: [UInt8]) -> Response {
+        Response(
+            status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(bytes: exposition)))
     }
 }

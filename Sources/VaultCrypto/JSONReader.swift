@@ -279,8 +279,9 @@ public struct JSONReader {
 }
 
 /// Appends JSON text for non-secret values.
-enum JSONText {
-    static func appendString(_ s: String, to out: inout String) {
+public enum JSONText {
+    /// `s` as a JSON string (quoted and escaped), appended to `out`.
+    public static func appendString(_ s: String, to out: inout String) {
         // Most strings (base64, ids, codes) need no escaping: append them whole.
         if !s.utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }) {
             out.append("\"")

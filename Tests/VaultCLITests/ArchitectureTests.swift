@@ -140,7 +140,7 @@ import Testing
             #expect(exists && isDirectory.boolValue, "\(t.name): no folder \(t.path)")
         }
         #expect(Set(graph.executables.keys) == ["vault", "vault-sidecar"], "executables: \(graph.executables.keys.sorted())")
-        for m in ["CardRules", "VaultCrypto", "Money", "Store", "Tokenizer", "Payments", "Audit", "SocketHTTP", "Sidecar", "ServerCLI", "Rewrap"] {
+        for m in ["CardRules", "VaultCrypto", "Money", "Store", "Tokenizer", "Payments", "Audit", "SocketHTTP", "GatewayAPI", "Sidecar", "ServerCLI", "Rewrap"] {
             #expect(modules.contains(m), "no module \(m)")
         }
     }

@@ -1,0 +1,53 @@
+import VaultCrypto
+
+/// `POST /v1/fingerprints` `{"envelopes":[{…v1…}, …]}` (at most `GatewayAPI.maxFingerprintBatch`)
+/// → 200 `{"data":[{"fingerprint":"<64 hex>"} | {"error":{"code","message"}}, …]}`, in order.
+public enum FingerprintBatch {
+    /// One answer of the batch.
+    public enum Entry: Sendable, Equatable {
+        case fingerprint(String)
+        case refused(ErrorCode, String)
+    }
+
+    /// The request, with envelopes in their JSON form.
+    public static func json(envelopeJSON: [String]) -> String {
+        "{\"envelopes\":[" + envelopeJSON.joined(separator: ",") + "]}"
+    }
+
+    /// The answer.
+    public static func answerJSON(_ entries: [Entry]) -> String {
+        var out = "{\"data\":["
+        for (i, entry) in entries.enumerated() {
+            if i > 0 { out += "," }
+            switch entry {
+            case .fingerprint(let fp): out += "{\"fingerprint\":\"\(fp)\"}"
+            case .refused(let code, let message):
+                out += "{\"error\":{\"code\":"
+                JSONText.appendString(code.rawValue, to: &out)
+                out += ",\"message\":"
+                JSONText.appendString(message, to: &out)
+                out += "}}"
+            }
+        }
+        return out + "]}"
+    }
+
+    /// Reads the answer; nil unless it has one entry per envelope sent (`count`).
+    public static func entries(json text: String, count: Int) -> [Entry]? {
+        guard let data = GatewayJSON.object(text)?["data"] as? [[String: Any]], data.count == count else { return nil }
+        return data.map { entry in
+            if let fp = entry["fingerprint"] as? String { return .fingerprint(fp) }
+            let e = entry["error"] as? [String: Any]
+            return .refused(GatewayJSON.code(e?["code"]), e?["message"] as? String ?? "the gateway refused the envelope")
+        }
+    }
+}
+
+/// `GET /v1/keys` → `{"primary":"<kid>"|null,"opens":["<kid>",…]}`: the kids the gateway opens now.
+public enum KeysAnswer {
+    public static func json(primary: String?, opens: [String]) -> String {
+        var out = "{\"primary\":"
+        if let primary { JSONText.appendString(primary, to: &out) } else { out += "null" }
+        return out + ",\"opens\":[" + opens.map { "\"\($0)\"" }.joined(separator: ",") + "]}"
+    }
+}

@@ -1,0 +1,15 @@
+import Hummingbird
+import SocketHTTP
+
+/// `GET /v1/health`, `GET /metrics` and `GET /openapi.json`: any listed peer, not audited.
+struct SystemController: Sendable {
+    let metrics: SidecarMetrics
+
+    static let endpoints: [SidecarEndpoint<Self>] = [
+        .init(SidecarRoute(.get, "/v1/health", access: nil)) { _, _, _ in JSONOut.response(.ok, "{\"status\":\"ok\"}") },
+        .init(SidecarRoute(.get, "/metrics", access: nil)) { c, _, _ in .prometheus(c.metrics.exposition()) },
+        .init(SidecarRoute(.get, "/openapi.json", access: nil)) { _, _, _ in JSONOut.response(.ok, SidecarRoutes.openAPIDocument) },
+    ]
+
+    func addRoutes<Context: RequestContext>(to group: RouterGroup<Context>) { group.add(Self.endpoints, controller: self) }
+}

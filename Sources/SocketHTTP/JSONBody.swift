@@ -1,0 +1,154 @@
+import CardRules
+import Foundation
+import Hummingbird
+import Money
+import VaultCrypto
+
+/// Reading JSON request bodies, for both servers: the media type, the size limit, the body in
+/// wiped memory, and the strict parser with coded refusals.
+public enum JSONBody {
+    /// Largest request body accepted by default (a card or an envelope fits many times over).
+    public static let maxBytes = 16 * 1024
+
+    /// The request body, in wiped memory (`SecureBytes`).
+    ///
+    /// Bodies carry card numbers and CVCs. NIO reads them into its own buffers, and the body
+    /// chunks Hummingbird hands over are slices of those: copying them elsewhere and zeroing the
+    /// copy would leave the card in NIO's buffer, freed without a wipe. So each chunk is zeroed
+    /// where it lies, through the storage it shares with NIO's read buffer (nothing reads those
+    /// bytes again once the HTTP parser has passed them), and only the `SecureBytes` copy remains;
+    /// it is wiped when released. `Tests/VaultCLITests/HardeningCLITests` scans the running
+    /// sidecar's memory for the card numbers it was sent.
+    /// - Throws: `UNSUPPORTED_MEDIA_TYPE` unless JSON, `BODY_TOO_LARGE` past `limit` bytes.
+    public static func read(_ request: Request, limit: Int = maxBytes) async throws -> SecureBytes {
+        let type = request.headers[.contentType]?.lowercased() ?? ""
+        guard type.hasPrefix("application/json") else {
+            throw APIError(.unsupportedMediaType, "send Content-Type: application/json")
+        }
+        var chunks: [ByteBuffer] = []
+        defer { chunks.forEach(zeroInPlace) }
+        var total = 0
+        for try await chunk in request.body {
+            chunks.append(chunk)
+            total += chunk.readableBytes
+            guard total <= limit else {
+                throw APIError(.bodyTooLarge, "a request body is at most \(limit) bytes")
+            }
+        }
+        return SecureBytes(capacity: total) { out in
+            var at = 0
+            for chunk in chunks {
+                chunk.withUnsafeReadableBytes { raw in
+                    UnsafeMutableRawBufferPointer(rebasing: out[at..<(at + raw.count)]).copyMemory(from: raw)
+                    at += raw.count
+                }
+            }
+            return total
+        }
+    }
+
+    /// Zeroes a buffer's readable bytes in the storage it shares with other views (not a copy,
+    /// which `withUnsafeMutableReadableBytes` would make for shared storage).
+    static func zeroInPlace(_ buffer: ByteBuffer) {
+        buffer.withUnsafeReadableBytes { raw in
+            if let base = raw.baseAddress { memset(UnsafeMutableRawPointer(mutating: base), 0, raw.count) }
+        }
+    }
+
+    /// Reads the body and parses it with `body` (a strict `JSONReader`, refusing with
+    /// `REQUEST_MALFORMED` and whatever `body` throws).
+    public static func parse<T>(
+        _ request: Request, limit: Int = maxBytes, _ body: (inout JSONReader) throws(VaultError) -> T
+    ) async throws -> T {
+        let bytes = try await read(request, limit: limit)
+        return try bytes.withUnsafeBytes { raw throws(APIError) in try parse(raw, body) }
+    }
+
+    /// Parses `raw` with `body`: the whole of it, nested at most 8 deep.
+    public static func parse<T>(_ raw: UnsafeRawBufferPointer, _ body: (inout JSONReader) throws(VaultError) -> T) throws(APIError) -> T {
+        do throws(VaultError) {
+            var reader = JSONReader(raw, errorCode: .requestMalformed, maxDepth: 8)
+            let value = try body(&reader)
+            try reader.finish()
+            return value
+        } catch {
+            throw APIError(error)
+        }
+    }
+
+    /// A body `{"<name>":"<string>"}` with nothing else.
+    public static func stringField(_ name: String, of request: Request, maxBytes: Int) async throws -> String {
+        try await parse(request) { (r: inout JSONReader) throws(VaultError) -> String in
+            var value: String?
+            try r.readObject { (r, key) throws(VaultError) in
+                guard key == name else { throw VaultError(.requestFieldUnknown, "the body has only \(name)") }
+                value = try r.readString(maxBytes: maxBytes)
+            }
+            guard let value else { throw VaultError(.requestFieldMissing, "\(name) is missing", field: name) }
+            return value
+        }
+    }
+
+    /// `field` when it was found, else `REQUEST_FIELD_MISSING` naming it.
+    public static func required<T>(_ value: T?, _ field: String) throws(VaultError) -> T {
+        guard let value else { throw VaultError(.requestFieldMissing, "\(field) is missing", field: field) }
+        return value
+    }
+}
+
+/// Request fields several routes share, each with its coded refusal.
+public enum RequestFields {
+    /// Any field that is not a card field: refused with `REQUEST_FIELD_CARD_NUMBER` (422, naming
+    /// the field, never echoing the value) when it holds what looks like a card number
+    /// (`CardNumberScanner`: 12 to 19 digits passing the Luhn check, separators allowed). Checked
+    /// before the field's own form, so the answer says why.
+    public static func freeText(_ value: String, field: String) throws(VaultError) -> String {
+        guard !CardNumberScanner.containsCardNumber(value) else {
+            throw VaultError(
+                .requestFieldCardNumber, "\(field) looks like it holds a card number; card numbers go only in card.number, where they are sealed",
+                field: field)
+        }
+        return value
+    }
+
+    /// A positive amount in minor units (at most `Currency.maximumAmount`).
+    public static func amount(_ r: inout JSONReader, field: String = "amount") throws(VaultError) -> Int {
+        let v = try r.readInt()
+        guard (1...Currency.maximumAmount).contains(v) else {
+            throw VaultError(.amountInvalid, "\(field) is a positive integer in minor units, at most \(Currency.maximumAmount)", field: field)
+        }
+        return v
+    }
+
+    /// An active ISO 4217 code.
+    public static func currency(_ r: inout JSONReader) throws(VaultError) -> Currency {
+        guard let c = Currency(try r.readString(maxBytes: 8)) else {
+            throw VaultError(.currencyInvalid, "currency is an ISO 4217 code such as EUR or USD", field: "currency")
+        }
+        return c
+    }
+
+    /// A vault id: `prefix` and lower-case letters, digits or `_`. Free text is checked first
+    /// (`freeText`: never a card number; some ids, such as a session's customer, are stored as
+    /// given) unless `freeTextCheck` is false (ids the vault made itself, as the gateway gets them).
+    public static func id(_ r: inout JSONReader, prefix: String, field: String, freeTextCheck: Bool = true) throws(VaultError) -> String {
+        var v = try r.readString(maxBytes: 64)
+        if freeTextCheck { v = try freeText(v, field: field) }
+        guard v.hasPrefix(prefix), v.utf8.allSatisfy({ (48...57).contains($0) || (97...122).contains($0) || $0 == 95 }) else {
+            throw VaultError(.requestFieldInvalid, "\(field) is \(prefix) and lower-case letters or digits", field: field)
+        }
+        return v
+    }
+
+    /// 1 to 255 printable ASCII characters without spaces or quotes, not starting with
+    /// `reservedPrefix` (keys the vault makes itself).
+    public static func idempotencyKey(_ r: inout JSONReader, reservedPrefix: String) throws(VaultError) -> String {
+        let k = try freeText(r.readString(maxBytes: 255), field: "idempotency_key")
+        guard !k.isEmpty, !k.hasPrefix(reservedPrefix), k.utf8.allSatisfy({ $0 > 32 && $0 < 127 && $0 != 34 && $0 != 92 }) else {
+            throw VaultError(
+                .requestFieldInvalid, "idempotency_key is 1 to 255 printable ASCII characters, no spaces or quotes, not starting with \(reservedPrefix)",
+                field: "idempotency_key")
+        }
+        return k
+    }
+}

@@ -1,0 +1,34 @@
+import Foundation
+import Gateway
+import Hummingbird
+import HummingbirdTesting
+import SocketHTTP
+import Testing
+
+/// The gateway's one route table (`GatewayRoutes.table`, made of its controllers' endpoints): the
+/// documented routes are the routed ones, and the audited actions are those of docs/audit-log.md.
+@Suite struct GatewayRouteTableTests {
+    @Test func documentedRoutesAreRoutedAndAuditedActionsComeFromTheTable() async throws {
+        #expect(GatewayRoutes.auditedActions == [
+            "POST /v1/authorize": "authorize", "GET /v1/authorizations/{payment}": "payment_read",
+            "POST /v1/authorizations/{payment}/confirm": "confirm", "POST /v1/fingerprints": "fingerprint",
+        ])
+        #expect(Set(GatewayRoutes.documentedRoutes) == [
+            "POST /v1/authorize", "GET /v1/authorizations/{payment}", "POST /v1/authorizations/{payment}/confirm",
+            "POST /v1/sandbox/acs/{transaction}", "POST /v1/fingerprints", "GET /v1/keys", "GET /v1/health", "GET /metrics",
+        ])
+        let f = try GatewayRouteTests.Fixture()
+        defer { f.remove() }
+        try await f.withApp { client in
+            // Every documented route is really routed: an answer other than the router's bare 404.
+            for route in GatewayRoutes.table {
+                let path = route.path.replacingOccurrences(of: "{payment}", with: "pay_none").replacingOccurrences(of: "{transaction}", with: "none")
+                try await client.execute(uri: path, method: route.method, headers: [.contentType: "application/json"], body: ByteBuffer(string: "{}")) { r in
+                    let body = String(buffer: r.body)
+                    #expect(!(r.status == .notFound && !body.contains("_NOT_FOUND")), "\(route.documented) is not routed: \(body)")
+                }
+            }
+            try await client.execute(uri: "/v1/nothing", method: .get) { r in #expect(r.status == .notFound) }
+        }
+    }
+}
