@@ -114,29 +114,16 @@ public struct GatewayServer: Sendable {
                 audit?.record(AuditEvent(action: "key_reload", outcome: error.code.rawValue, uid: getuid()))
             }
         }
-        try SocketFile.prepare(configuration.socketPath)
-        // Bound in a private directory and linked into place with its mode and group already set.
-        let bindPath = try SocketFile.privateBindPath(for: configuration.socketPath)
-        defer { SocketFile.discard(bindPath) }
-        let socketPath = configuration.socketPath, mode = configuration.socketMode, group = configuration.socketGroup
-        let logger = self.logger
-        let app = Application(
-            router: router,
-            server: .http1(configuration: .init(additionalChannelHandlers: [PeerCredentialsHandler()])),
-            configuration: .init(address: .unixDomainSocket(path: bindPath), serverName: "vault-gateway"),
-            services: services + [reloader],
-            onServerRunning: { channel in
-                guard SocketFile.publish(bindPath, at: socketPath, mode: mode, group: group, logger: logger) else {
-                    try? await channel.close()
-                    return
-                }
-                logger.notice("vault gateway listening", metadata: [
-                    "socket": "\(socketPath)", "opens": "\(keys.ring.openingKids.map(\.rawValue).joined(separator: ","))",
-                    "processor": "\(processor.name)", "store": "\(database.backend.rawValue)",
-                ])
-            },
-            logger: logger)
-        try await app.runService()
+        let socketPath = configuration.socketPath, logger = self.logger
+        try await SocketServer.run(
+            router, socketPath: socketPath, mode: configuration.socketMode, group: configuration.socketGroup, serverName: "vault-gateway",
+            services: services + [reloader], logger: logger
+        ) {
+            logger.notice("vault gateway listening", metadata: [
+                "socket": "\(socketPath)", "opens": "\(keys.ring.openingKids.map(\.rawValue).joined(separator: ","))",
+                "processor": "\(processor.name)", "store": "\(database.backend.rawValue)",
+            ])
+        }
     }
 }
 

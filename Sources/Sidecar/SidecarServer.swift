@@ -110,28 +110,15 @@ public struct SidecarServer: Sendable {
         SidecarRoutes(
             tokenizer: tokenizer, metrics: metrics, payments: payments, customers: customers, sessions: sessions, mandates: mandates
         ).register(on: router)
-        try SocketFile.prepare(configuration.socketPath)
-        // Bound in a private directory and linked into place with its mode and group already set.
-        let bindPath = try SocketFile.privateBindPath(for: configuration.socketPath)
-        defer { SocketFile.discard(bindPath) }
-        let socketPath = configuration.socketPath, mode = configuration.socketMode, group = configuration.socketGroup
-        let logger = self.logger
-        let app = Application(
-            router: router,
-            server: .http1(configuration: .init(additionalChannelHandlers: [PeerCredentialsHandler()])),
-            configuration: .init(address: .unixDomainSocket(path: bindPath), serverName: "vault"),
-            services: services,
-            onServerRunning: { channel in
-                guard SocketFile.publish(bindPath, at: socketPath, mode: mode, group: group, logger: logger) else {
-                    try? await channel.close()
-                    return
-                }
-                logger.notice("vault sidecar listening", metadata: [
-                    "socket": "\(socketPath)", "primary_kid": "\(keys.primary.kid)", "kids": "\(keys.sealing.statuses.count)",
-                ])
-            },
-            logger: logger)
-        try await app.runService()
+        let socketPath = configuration.socketPath, logger = self.logger
+        try await SocketServer.run(
+            router, socketPath: socketPath, mode: configuration.socketMode, group: configuration.socketGroup, serverName: "vault",
+            services: services, logger: logger
+        ) {
+            logger.notice("vault sidecar listening", metadata: [
+                "socket": "\(socketPath)", "primary_kid": "\(keys.primary.kid)", "kids": "\(keys.sealing.statuses.count)",
+            ])
+        }
     }
 }
 

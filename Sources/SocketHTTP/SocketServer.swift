@@ -1,0 +1,36 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Hummingbird
+import Logging
+import ServiceLifecycle
+
+/// Serves a router on a vault Unix socket, for both servers: HTTP/1.1 with the peer's
+/// credentials on every connection (`PeerCredentialsHandler`); the socket is bound in a private
+/// directory and linked into place with its mode and group already set once the server runs
+/// (`SocketFile`), and `listening` is called then. Runs, with `services`, until SIGTERM/SIGINT
+/// (graceful drain).
+public enum SocketServer {
+    public static func run<Responder: HTTPResponderBuilder>(
+        _ router: Responder, socketPath: String, mode: mode_t, group: gid_t?, serverName: String, services: [any Service],
+        logger: Logger, listening: @escaping @Sendable () -> Void
+    ) async throws where Responder.Responder.Context: InitializableFromSource<ApplicationRequestContextSource> {
+        try SocketFile.prepare(socketPath)
+        let bindPath = try SocketFile.privateBindPath(for: socketPath)
+        defer { SocketFile.discard(bindPath) }
+        let app = Application(
+            router: router,
+            server: .http1(configuration: .init(additionalChannelHandlers: [PeerCredentialsHandler()])),
+            configuration: .init(address: .unixDomainSocket(path: bindPath), serverName: serverName),
+            services: services,
+            onServerRunning: { channel in
+                guard SocketFile.publish(bindPath, at: socketPath, mode: mode, group: group, logger: logger) else {
+                    try? await channel.close()
+                    return
+                }
+                listening()
+            },
+            logger: logger)
+        try await app.runService()
+    }
+}
