@@ -119,24 +119,25 @@ public struct GatewayServer: Sendable {
         let bindPath = try SocketFile.privateBindPath(for: configuration.socketPath)
         defer { SocketFile.discard(bindPath) }
         let socketPath = configuration.socketPath, mode = configuration.socketMode, group = configuration.socketGroup
-        let logger = self.logger
+        let logger = self.logger, storeSummary = configuration.store.summary
         let app = Application(
             router: router,
             server: .http1(configuration: .init(additionalChannelHandlers: [PeerCredentialsHandler()])),
             configuration: .init(address: .unixDomainSocket(path: bindPath), serverName: "vault-gateway"),
-            services: services + [reloader],
+            services: services + [reloader, ShutdownNotice("vault gateway", logger: logger)],
             onServerRunning: { channel in
                 guard SocketFile.publish(bindPath, at: socketPath, mode: mode, group: group, logger: logger) else {
                     try? await channel.close()
                     return
                 }
                 logger.notice("vault gateway listening", metadata: [
-                    "socket": "\(socketPath)", "opens": "\(keys.ring.openingKids.map(\.rawValue).joined(separator: ","))",
-                    "processor": "\(processor.name)", "store": "\(database.backend.rawValue)",
+                    "version": "\(VaultVersion.string)", "socket": "\(socketPath)", "opens": "\(keys.ring.openingKids.map(\.rawValue).joined(separator: ","))",
+                    "processor": "\(processor.name)", "store": "\(storeSummary)",
                 ])
             },
             logger: logger)
         try await app.runService()
+        logger.notice("vault gateway stopped")
     }
 }
 
@@ -178,11 +179,11 @@ extension GatewayServer {
 
 /// The gateway's keys: every `*.key` (mode 0600) of a directory, `fingerprint.fk` if there, and
 /// the key ring description that pins which of them open.
-struct GatewayKeys {
-    let ring: KeyRing
-    let fingerprintKey: FingerprintKey?
+package struct GatewayKeys {
+    package let ring: KeyRing
+    package let fingerprintKey: FingerprintKey?
 
-    static func load(_ configuration: GatewayServer.Configuration, logger: Logger) throws(VaultError) -> GatewayKeys {
+    package static func load(_ configuration: GatewayServer.Configuration, logger: Logger) throws(VaultError) -> GatewayKeys {
         let credentials = ProcessInfo.processInfo.environment["CREDENTIALS_DIRECTORY"]
         guard let dir = configuration.keysDirectory ?? credentials else {
             throw VaultError(.keyFileNotFound, "give --keys DIR or run with systemd credentials ($CREDENTIALS_DIRECTORY)")

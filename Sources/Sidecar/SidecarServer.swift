@@ -110,12 +110,15 @@ public struct SidecarServer: Sendable {
         SidecarRoutes(
             tokenizer: tokenizer, metrics: metrics, payments: payments, customers: customers, sessions: sessions, mandates: mandates
         ).register(on: router)
+        // Last: the first to hear of a graceful shutdown, so its line comes before the drain.
+        services.append(ShutdownNotice("vault sidecar", logger: logger))
         try SocketFile.prepare(configuration.socketPath)
         // Bound in a private directory and linked into place with its mode and group already set.
         let bindPath = try SocketFile.privateBindPath(for: configuration.socketPath)
         defer { SocketFile.discard(bindPath) }
         let socketPath = configuration.socketPath, mode = configuration.socketMode, group = configuration.socketGroup
         let logger = self.logger
+        let storeSummary = configuration.store.summary, gateway = configuration.gatewaySocket ?? "(none: tokenizing only)"
         let app = Application(
             router: router,
             server: .http1(configuration: .init(additionalChannelHandlers: [PeerCredentialsHandler()])),
@@ -127,11 +130,13 @@ public struct SidecarServer: Sendable {
                     return
                 }
                 logger.notice("vault sidecar listening", metadata: [
-                    "socket": "\(socketPath)", "primary_kid": "\(keys.primary.kid)", "kids": "\(keys.sealing.statuses.count)",
+                    "version": "\(VaultVersion.string)", "socket": "\(socketPath)", "store": "\(storeSummary)", "gateway": "\(gateway)",
+                    "primary_kid": "\(keys.primary.kid)", "kids": "\(keys.sealing.statuses.count)",
                 ])
             },
             logger: logger)
         try await app.runService()
+        logger.notice("vault sidecar stopped")
     }
 }
 
