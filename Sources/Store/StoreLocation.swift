@@ -181,10 +181,15 @@ extension StoreLocation.PostgresLocation {
             default: return String(cString: strerror(number))
             }
         }
+        if text.contains("SSL") || text.localizedCaseInsensitiveContains("certificate") || text.contains("handshake") {
+            // BoringSSL's reason, e.g. CERTIFICATE_VERIFY_FAILED → "certificate verify failed".
+            let reason = text.matches(of: /[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+/).last.map { $0.output.lowercased().replacingOccurrences(of: "_", with: " ") }
+            return "the TLS handshake failed\(reason.map { ": \($0)" } ?? "") (is the server's certificate signed by sslrootcert, and for verify-full issued to this host name?)"
+        }
         if text.contains("NIOConnectionError") || text.contains("SingleConnectionFailure") || text.contains("connectTimeout") {
             return "the connection failed (is PostgreSQL running and listening there?)"
         }
-        if let e = error as? PSQLError { return e.code.description }
+        if let e = error as? PSQLError { return e.underlying.map { String(describing: $0) } ?? e.code.description }
         return String(describing: type(of: error))
     }
 }

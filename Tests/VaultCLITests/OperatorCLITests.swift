@@ -99,7 +99,7 @@ import Testing
 
     /// Item 5: start-up failures say what is wrong in plain words, never the library's text.
     @Test func startUpFailuresSayWhatToDo() throws {
-        var s = try ServeCLITests.Sidecar()
+        let s = try ServeCLITests.Sidecar()
         defer { s.remove() }
         func serve(_ arguments: [String]) throws -> RunResult {
             try run(vaultBinary, ["serve", "--keys", s.keys] + arguments)
@@ -134,6 +134,18 @@ import Testing
         #expect(p.terminationStatus == 0, "\(logs)")
         #expect(logs.contains("version=\(version)") && logs.contains("store=sqlite:\(s.dir)/tokens.sqlite") && logs.contains("gateway=\(s.dir)/gateway.sock"), "\(logs)")
         #expect(logs.contains("shutting down") && logs.contains("vault sidecar stopped"), "\(logs)")
+    }
+
+    /// Item 6: `keys rotate --gateway` says what it waits for, and how long it has waited.
+    @Test func rotateShowsItsProgress() throws {
+        let dir = try Self.scratch()
+        defer { removeScratch(dir) }
+        let keys = dir + "/Keys", secrets = dir + "/gateway-keys"
+        #expect(try vault("keygen", "--out", keys, "--secret-dir", secrets).status == 0)
+        #expect(try vault("keys", "init", "--keys", keys).status == 0)
+        let r = try vault("keys", "rotate", "--keys", keys, "--secret-dir", secrets, "--gateway", dir + "/no-gateway.sock", "--wait", "6")
+        #expect(r.status == 12 && r.stderr.contains("KEY_RING_CHANGE_REFUSED"), "\(r.stderr)")
+        #expect(r.stderr.contains("waiting up to 6 s for the gateway at \(dir)/no-gateway.sock") && r.stderr.contains("still waiting"), "\(r.stderr)")
     }
 
     /// Item 7: examples fit 80 columns (never re-wrapped), completions complete paths and values,
