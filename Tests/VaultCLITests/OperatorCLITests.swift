@@ -136,6 +136,22 @@ import Testing
         #expect(logs.contains("shutting down") && logs.contains("vault sidecar stopped"), "\(logs)")
     }
 
+    /// Item 6: the gateway too logs its version and store at start, and its graceful shutdown.
+    @Test func gatewayLogsVersionAtStartAndShutdownOnSIGTERM() throws {
+        var g = try GatewayCLITests.Gateway()
+        defer { g.process?.terminate(); g.remove() }
+        try g.start()
+        let p = try #require(g.process)
+        #expect(p.isRunning)
+        p.terminate()   // SIGTERM
+        p.waitUntilExit()
+        let logs = g.logs()
+        #expect(p.terminationStatus == 0, "\(logs)")
+        let version = try vault("--version").out.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(logs.contains("version=\(version)") && logs.contains("store=sqlite:"), "\(logs)")
+        #expect(logs.contains("vault gateway shutting down") && logs.contains("vault gateway stopped"), "\(logs)")
+    }
+
     /// Item 6: `keys rotate --gateway` says what it waits for, and how long it has waited.
     @Test func rotateShowsItsProgress() throws {
         let dir = try Self.scratch()
