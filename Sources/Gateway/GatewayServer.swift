@@ -114,16 +114,17 @@ public struct GatewayServer: Sendable {
                 audit?.record(AuditEvent(action: "key_reload", outcome: error.code.rawValue, uid: getuid()))
             }
         }
-        let socketPath = configuration.socketPath, logger = self.logger
+        let socketPath = configuration.socketPath, logger = self.logger, storeSummary = configuration.store.summary
         try await SocketServer.run(
             router, socketPath: socketPath, mode: configuration.socketMode, group: configuration.socketGroup, serverName: "vault-gateway",
-            services: services + [reloader], logger: logger
+            services: services + [reloader, ShutdownNotice("vault gateway", logger: logger)], logger: logger
         ) {
             logger.notice("vault gateway listening", metadata: [
-                "socket": "\(socketPath)", "opens": "\(keys.ring.openingKids.map(\.rawValue).joined(separator: ","))",
-                "processor": "\(processor.name)", "store": "\(database.backend.rawValue)",
+                "version": "\(VaultVersion.string)", "socket": "\(socketPath)", "opens": "\(keys.ring.openingKids.map(\.rawValue).joined(separator: ","))",
+                "processor": "\(processor.name)", "store": "\(storeSummary)",
             ])
         }
+        logger.notice("vault gateway stopped")
     }
 }
 
@@ -165,11 +166,11 @@ extension GatewayServer {
 
 /// The gateway's keys: every `*.key` (mode 0600) of a directory, `fingerprint.fk` if there, and
 /// the key ring description that pins which of them open.
-struct GatewayKeys {
-    let ring: KeyRing
-    let fingerprintKey: FingerprintKey?
+package struct GatewayKeys {
+    package let ring: KeyRing
+    package let fingerprintKey: FingerprintKey?
 
-    static func load(_ configuration: GatewayServer.Configuration, logger: Logger) throws(VaultError) -> GatewayKeys {
+    package static func load(_ configuration: GatewayServer.Configuration, logger: Logger) throws(VaultError) -> GatewayKeys {
         let credentials = ProcessInfo.processInfo.environment["CREDENTIALS_DIRECTORY"]
         guard let dir = configuration.keysDirectory ?? credentials else {
             throw VaultError(.keyFileNotFound, "give --keys DIR or run with systemd credentials ($CREDENTIALS_DIRECTORY)")

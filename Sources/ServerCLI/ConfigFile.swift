@@ -108,16 +108,41 @@ package struct Settings {
         return String(value[..<value.index(after: colon)]) + "***" + String(value[at...])
     }
 
-    package mutating func number(_ setting: Setting, flag: Double?, atLeast minimum: Double) throws(VaultError) -> Double {
+    /// Whether a value of the file is JSON `true`/`false` (JSONSerialization gives an NSNumber,
+    /// which would also pass for 1 or 0).
+    static func isJSONBool(_ value: Any) -> Bool {
+        guard let n = value as? NSNumber else { return false }
+        return String(cString: n.objCType) == "c"
+    }
+
+    /// A number within `minimum…maximum` (the settings table's bounds, docs/configuration.md). In
+    /// the file it must be a JSON number (not a string, not `true`); a flag or an environment
+    /// variable is text.
+    package mutating func number(_ setting: Setting, flag: Double?, atLeast minimum: Double, atMost maximum: Double? = nil) throws(VaultError) -> Double {
+        let maximum = maximum ?? setting.maximum ?? .greatestFiniteMagnitude
+        let bounds = maximum == .greatestFiniteMagnitude ? "≥ \(Self.text(minimum))" : "from \(Self.text(minimum)) to \(Self.text(maximum))"
         guard let (raw, source) = lookup(setting, flag: flag.map { String($0) }) else {
             let value = Double(setting.defaultValue ?? "") ?? 0
             record(setting, String(value), "default")
             return value
         }
-        let n: Double? = (raw as? String).flatMap(Double.init) ?? (raw as? NSNumber)?.doubleValue
-        guard let n, n.isFinite, n >= minimum else { throw invalid(setting, source, "must be a number ≥ \(minimum)") }
+        let n: Double?
+        if flag == nil, environment[setting.environmentVariable] == nil {
+            // From the file: a JSON number only.
+            if raw is String { throw invalid(setting, source, "must be a JSON number (\(bounds)), not a string") }
+            if Self.isJSONBool(raw) { throw invalid(setting, source, "must be a JSON number (\(bounds)), not true or false") }
+            n = (raw as? NSNumber)?.doubleValue
+        } else {
+            n = (raw as? String).flatMap(Double.init)
+        }
+        guard let n, n.isFinite, n >= minimum, n <= maximum else { throw invalid(setting, source, "must be a number \(bounds)") }
         record(setting, String(n), source)
         return n
+    }
+
+    /// `900`, `0.05`: a bound as people write it.
+    static func text(_ value: Double) -> String {
+        value == value.rounded() && abs(value) < 1e15 ? String(Int(value)) : String(value)
     }
 
     package mutating func bool(_ setting: Setting, flag: Bool) throws(VaultError) -> Bool {
@@ -127,10 +152,12 @@ package struct Settings {
             return value
         }
         let b: Bool?
-        switch raw {
-        case let s as String: b = ["true", "1", "yes"].contains(s) ? true : ["false", "0", "no"].contains(s) ? false : nil
-        case let v as Bool: b = v
-        default: b = nil
+        if flag || environment[setting.environmentVariable] != nil {
+            let s = raw as? String ?? ""
+            b = ["true", "1", "yes"].contains(s) ? true : ["false", "0", "no"].contains(s) ? false : nil
+        } else {
+            // From the file: JSON true or false only (not 1, not "true").
+            b = Self.isJSONBool(raw) ? (raw as? NSNumber)?.boolValue : nil
         }
         guard let b else { throw invalid(setting, source, "must be true or false") }
         record(setting, String(b), source)
@@ -151,16 +178,16 @@ package struct Settings {
             guard let array = f as? [Any] else { throw invalid(setting, source, "must be a list") }
             var out: [String] = []
             for item in array {
-                if let s = item as? String { out.append(s) } else if let n = item as? Int { out.append(String(n)) } else {
+                if let s = item as? String { out.append(s) } else if !Self.isJSONBool(item), let n = item as? Int { out.append(String(n)) } else {
                     throw invalid(setting, source, "must be a list of strings")
                 }
             }
             values = out
         } else {
-            record(setting, "", "default")
+            record(setting, "[]", "default")
             return []
         }
-        record(setting, values.joined(separator: ","), source)
+        record(setting, values.isEmpty ? "[]" : values.joined(separator: ","), source)
         return values
     }
 
@@ -195,6 +222,8 @@ package struct Settings {
             guard let (value, source) = report[setting.key], !value.isEmpty else {
                 return "  \(name) = (\(setting.defaultText))  [default]\n"
             }
+            // An empty list: none given, and what that means.
+            if value == "[]" { return "  \(name) = [] (\(setting.defaultText))  [\(source)]\n" }
             return "  \(name) = \(value)  [\(source)]\n"
         }.joined()
     }

@@ -6,7 +6,7 @@ import ArgumentParser
 
 /// `--config`: the configuration file.
 public struct ConfigOption<S: SettingsSection>: ParsableArguments {
-    @Option(help: ArgumentHelp("Configuration file (JSON, section \"\(S.section.rawValue)\"). Default: $VAULT_CONFIG."))
+    @Option(help: ArgumentHelp("Configuration file (JSON, section \"\(S.section.rawValue)\"). Default: $VAULT_CONFIG."), completion: .file())
     public var config: String?
 
     public init() {}
@@ -14,13 +14,13 @@ public struct ConfigOption<S: SettingsSection>: ParsableArguments {
 
 /// Where the server listens: its socket, the socket file's mode and group.
 public struct SocketOptions<S: SettingsSection>: ParsableArguments {
-    @Option(name: .customLong(S.socket.flag), help: S.socket.argumentHelp)
+    @Option(name: .customLong(S.socket.flag), help: S.socket.argumentHelp, completion: .file())
     public var socket: String?
 
     @Option(name: .customLong(S.socketMode.flag), help: S.socketMode.argumentHelp)
     public var socketMode: String?
 
-    @Option(name: .customLong(S.socketGroup.flag), help: S.socketGroup.argumentHelp)
+    @Option(name: .customLong(S.socketGroup.flag), help: S.socketGroup.argumentHelp, completion: .default)
     public var socketGroup: String?
 
     public init() {}
@@ -36,7 +36,7 @@ public struct StoreOption<S: SettingsSection>: ParsableArguments {
 
 /// The keys directory.
 public struct KeysOption<S: SettingsSection>: ParsableArguments {
-    @Option(name: .customLong(S.keys.flag), help: S.keys.argumentHelp)
+    @Option(name: .customLong(S.keys.flag), help: S.keys.argumentHelp, completion: .directory)
     public var keys: String?
 
     public init() {}
@@ -44,10 +44,10 @@ public struct KeysOption<S: SettingsSection>: ParsableArguments {
 
 /// What the server writes about itself: log level, request log lines, the audit log.
 public struct LoggingOptions<S: SettingsSection>: ParsableArguments {
-    @Option(name: .customLong(S.logLevel.flag), help: S.logLevel.argumentHelp)
+    @Option(name: .customLong(S.logLevel.flag), help: S.logLevel.argumentHelp, completion: .list(["trace", "debug", "info", "notice", "warning", "error", "critical"]))
     public var logLevel: String?
 
-    @Option(name: .customLong(S.auditLog.flag), help: S.auditLog.argumentHelp)
+    @Option(name: .customLong(S.auditLog.flag), help: S.auditLog.argumentHelp, completion: .file())
     public var auditLog: String?
 
     @Flag(name: .customLong(S.logRequests.flag), help: S.logRequests.argumentHelp)
@@ -69,7 +69,7 @@ public struct SidecarOptions: ParsableArguments {
     @Option(name: .customLong(S.allow.flag), help: S.allow.argumentHelp)
     public var allow: [String] = []
 
-    @Option(name: .customLong(S.gateway.flag), help: S.gateway.argumentHelp)
+    @Option(name: .customLong(S.gateway.flag), help: S.gateway.argumentHelp, completion: .file())
     public var gateway: String?
 
     @Option(name: .customLong(S.reconcileAfter.flag), help: S.reconcileAfter.argumentHelp)
@@ -85,16 +85,16 @@ public struct SidecarOptions: ParsableArguments {
 public struct GatewayOptions: ParsableArguments {
     typealias S = GatewaySettings
 
-    @Option(name: .customLong(S.ring.flag), help: S.ring.argumentHelp)
+    @Option(name: .customLong(S.ring.flag), help: S.ring.argumentHelp, completion: .file())
     public var ring: String?
 
-    @Option(name: .customLong(S.passphraseFile.flag), help: S.passphraseFile.argumentHelp)
+    @Option(name: .customLong(S.passphraseFile.flag), help: S.passphraseFile.argumentHelp, completion: .file())
     public var passphraseFile: String?
 
-    @Option(name: .customLong(S.processor.flag), help: S.processor.argumentHelp)
+    @Option(name: .customLong(S.processor.flag), help: S.processor.argumentHelp, completion: .list(["sandbox", "relay:"]))
     public var processor: String?
 
-    @Option(name: .customLong(S.ledger.flag), help: S.ledger.argumentHelp)
+    @Option(name: .customLong(S.ledger.flag), help: S.ledger.argumentHelp, completion: .file())
     public var ledger: String?
 
     @Option(name: .customLong(S.settleInterval.flag), help: S.settleInterval.argumentHelp)

@@ -19,14 +19,20 @@ public struct Setting: Sendable {
     public let defaultDescription: String?
     /// What the flag does, for `--help`.
     public let help: String
+    /// The largest value a number setting takes (docs/configuration.md), if bounded.
+    public let maximum: Double?
 
-    init(_ section: Section, _ key: String, default value: String? = nil, otherwise description: String? = nil, help: String) {
+    init(_ section: Section, _ key: String, default value: String? = nil, otherwise description: String? = nil, maximum: Double? = nil, help: String) {
         self.section = section
         self.key = key
         self.defaultValue = value
         self.defaultDescription = description
+        self.maximum = maximum
         self.help = help
     }
+
+    /// A day and a year in seconds, the bounds of the lifetimes and intervals.
+    static let day = 86_400.0, year = 31_536_000.0
 
     /// The flag's name without its dashes: `socket_mode` → `socket-mode`.
     public var flag: String { key.replacingOccurrences(of: "_", with: "-") }
@@ -70,17 +76,17 @@ public enum SidecarSettings: SettingsSection {
         help: "Token store: sqlite:PATH or postgres://user@host/db (or ?host=/socket/dir).")
     public static let keys = Setting(
         .sidecar, "keys", default: "Keys", help: "Keys directory (public keys and ring.json; never secret or fingerprint keys).")
-    public static let tokenTTL = Setting(.sidecar, "token_ttl", default: "900", help: "Token lifetime in seconds.")
-    public static let cvcTTL = Setting(.sidecar, "cvc_ttl", default: "300", help: "CVC lifetime in seconds, ≤ token lifetime.")
+    public static let tokenTTL = Setting(.sidecar, "token_ttl", default: "900", maximum: Setting.year, help: "Token lifetime in seconds, 1 to 31536000 (a year).")
+    public static let cvcTTL = Setting(.sidecar, "cvc_ttl", default: "300", maximum: Setting.day, help: "CVC lifetime in seconds, 1 to 86400 (a day), ≤ token lifetime.")
     public static let allow = Setting(
         .sidecar, "allow", otherwise: "this process's uid, every role",
         help: "Allow a local user or group: uid:N=roles or gid:N=roles (roles: tokenize,pay,admin). Repeatable.")
     public static let gateway = Setting(
         .sidecar, "gateway", default: "gateway.sock", help: "The gateway adapter's socket (vault gateway), for payments.")
     public static let reconcileAfter = Setting(
-        .sidecar, "reconcile_after", default: "60", help: "Reconcile a payment still processing after this many seconds.")
+        .sidecar, "reconcile_after", default: "60", maximum: Setting.day, help: "Reconcile a payment still processing after this many seconds, 1 to 86400.")
     public static let sessionMaxAttempts = Setting(
-        .sidecar, "session_max_attempts", default: String(SessionService.defaultMaxAttempts),
+        .sidecar, "session_max_attempts", default: String(SessionService.defaultMaxAttempts), maximum: 1000,
         help: "Failed payment attempts a checkout session allows before it is closed (SESSION_ATTEMPTS_EXCEEDED), 1 to 1000.")
     public static let auditLog = Setting(
         .sidecar, "audit_log",
@@ -118,7 +124,7 @@ public enum GatewaySettings: SettingsSection {
         help: "Processor: sandbox, or relay:TEMPLATE.json for a real processor's API (templates in deploy/relay/). sandbox:PATH is an alias of --processor sandbox --store sqlite:PATH.")
     public static let ledger = Setting(.gateway, "ledger", help: "Alias of --store sqlite:PATH (kept for existing set-ups).")
     public static let settleInterval = Setting(
-        .gateway, "settle_interval", default: "2", help: "Seconds between rounds of the background settler of unknown outcomes (at least 0.05).")
+        .gateway, "settle_interval", default: "2", maximum: 3600, help: "Seconds between rounds of the background settler of unknown outcomes, 0.05 to 3600.")
     public static let allowUid = Setting(
         .gateway, "allow_uid", otherwise: "this process's uid", help: "A uid allowed to call the gateway (repeatable).")
     public static let allowUser = Setting(

@@ -8,7 +8,7 @@ import VaultCrypto
 /// Its own executable, whose module graph holds no opening code (no VaultOpen, Gateway or Rewrap;
 /// Tests/VaultCLITests/ArchitectureTests.swift).
 public struct SidecarCommand: AsyncParsableCommand {
-    public static let configuration = CommandConfiguration(commandName: "vault-sidecar", abstract: abstract, discussion: discussion)
+    public static let configuration = CommandConfiguration(commandName: "vault-sidecar", abstract: abstract, discussion: discussion, version: VaultVersion.string)
 
     public static let abstract = "Run the sidecar: tokenize cards over HTTP/JSON on a Unix socket (public key only)."
     public static let discussion = """
@@ -25,11 +25,14 @@ public struct SidecarCommand: AsyncParsableCommand {
         Examples:
           vault serve
           vault serve --config /etc/vault/vault.json
-          vault serve --socket /run/vault/vault.sock --keys /etc/vault/keys --store sqlite:/var/lib/vault/tokens.sqlite
-          vault serve --store 'postgres://vault@/vault?host=/run/postgresql' --audit-log /var/log/vault/audit.jsonl
+          vault serve --socket /run/vault/vault.sock --keys /etc/vault/keys \\
+            --store sqlite:/var/lib/vault/tokens.sqlite
+          vault serve --store 'postgres://vault@/vault?host=/run/postgresql' \\
+            --audit-log /var/log/vault/audit.jsonl
           vault-sidecar --config /etc/vault/vault.json
           curl --unix-socket vault.sock -H 'Content-Type: application/json' \\
-            -d '{"card":{"number":"4242424242424242","exp_month":12,"exp_year":2030,"cvc":"123"}}' http://vault/v1/tokens
+            -d '{"card":{"number":"4242424242424242","exp_month":12,"exp_year":30}}' \\
+            http://vault/v1/tokens
         """
 
     @OptionGroup var file: ConfigOption<SidecarSettings>
@@ -51,10 +54,10 @@ public struct SidecarCommand: AsyncParsableCommand {
             var logger = Logger(label: "vault.sidecar")
             logger.logLevel = level
             try await SidecarServer(configuration: config, logger: logger).run()
-        } catch let error as VaultError {
-            throw fail(error)
-        } catch let error as StoreError {
-            throw fail(VaultError(store: error))
+        } catch let exit as ExitCode {
+            throw exit
+        } catch {
+            throw fail(serverFailure(error))
         }
     }
 

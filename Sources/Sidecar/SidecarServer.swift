@@ -111,14 +111,19 @@ public struct SidecarServer: Sendable {
             tokenizer: tokenizer, metrics: metrics, payments: payments, customers: customers, sessions: sessions, mandates: mandates
         ).register(on: router)
         let socketPath = configuration.socketPath, logger = self.logger
+        // Last: the first to hear of a graceful shutdown, so its line comes before the drain.
+        services.append(ShutdownNotice("vault sidecar", logger: logger))
+        let storeSummary = configuration.store.summary, gateway = configuration.gatewaySocket ?? "(none: tokenizing only)"
         try await SocketServer.run(
             router, socketPath: socketPath, mode: configuration.socketMode, group: configuration.socketGroup, serverName: "vault",
             services: services, logger: logger
         ) {
             logger.notice("vault sidecar listening", metadata: [
-                "socket": "\(socketPath)", "primary_kid": "\(keys.primary.kid)", "kids": "\(keys.sealing.statuses.count)",
+                "version": "\(VaultVersion.string)", "socket": "\(socketPath)", "store": "\(storeSummary)", "gateway": "\(gateway)",
+                "primary_kid": "\(keys.primary.kid)", "kids": "\(keys.sealing.statuses.count)",
             ])
         }
+        logger.notice("vault sidecar stopped")
     }
 }
 

@@ -52,7 +52,7 @@ public enum SocketFile {
 
     /// Where to bind the socket for `path`: `s` in a new private directory (0700, random name)
     /// in `path`'s directory. Give it to the server, then `publish` it; `discard` it when done.
-    /// - Throws: `IO_ERROR` (the directory cannot be made).
+    /// - Throws: `SOCKET_UNAVAILABLE` (the directory is missing or not writable), `IO_ERROR`.
     public static func privateBindPath(for path: String) throws(VaultError) -> String {
         let slash = path.lastIndex(of: "/")
         let dir = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
@@ -66,7 +66,15 @@ public enum SocketFile {
         }
         var template = Array((dir + "/.vsock-XXXXXX").utf8CString)
         guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
-            throw VaultError(.ioError, "cannot make a private directory beside the socket \(path): \(String(cString: strerror(errno)))")
+            let number = errno
+            switch number {
+            case ENOENT, ENOTDIR:
+                throw VaultError(.socketUnavailable, "cannot create the socket at \(path): its directory \(dir) does not exist (create it, or give --socket another path)")
+            case EACCES, EPERM, EROFS:
+                throw VaultError(.socketUnavailable, "cannot create the socket at \(path): this user may not write its directory \(dir) (\(String(cString: strerror(number)))); give the directory to this user, or --socket another path")
+            default:
+                throw VaultError(.ioError, "cannot make a private directory beside the socket \(path): \(String(cString: strerror(number)))")
+            }
         }
         return String(cString: made) + "/s"
     }

@@ -276,8 +276,21 @@ public final class Database: Sendable {
 
     /// The SQLite result code only: statement text and arguments stay out of messages.
     static func describe(_ error: any Error) -> String {
-        if let e = error as? DatabaseError { return "SQLite error \(e.resultCode.rawValue) (\(e.resultCode))" }
-        return String(describing: type(of: error))
+        guard let e = error as? DatabaseError else { return String(describing: type(of: error)) }
+        let number = e.resultCode.rawValue
+        let meaning: String
+        switch number {
+        case 3, 23: meaning = "permission denied"
+        case 5, 6: meaning = "another process holds the database locked"
+        case 8: meaning = "the file or its directory is read-only for this user"
+        case 10: meaning = "a disk I/O error"
+        case 11: meaning = "the database file is corrupt"
+        case 13: meaning = "the disk is full"
+        case 14: meaning = "the file cannot be opened or created: its directory must exist and this user must be able to write it"
+        case 26: meaning = "the file is not a SQLite database"
+        default: meaning = "the operation failed"
+        }
+        return "\(meaning) (SQLite error \(number))"
     }
 }
 

@@ -100,6 +100,18 @@ public enum StoreLocation: Sendable, Equatable {
     }
 }
 
+extension StoreLocation {
+    /// For a log line: `sqlite:PATH`, or `postgres://user@host:port/db` (or `…@/db?host=DIR`),
+    /// never the password.
+    public var summary: String {
+        switch self {
+        case .sqlite(let path): "sqlite:\(path)"
+        case .postgres(let p):
+            if let socket = p.socketPath { "postgres://\(p.username)@/\(p.database)?host=\(socket)" } else { "postgres://\(p.username)@\(p.host ?? "localhost"):\(p.port)/\(p.database)" }
+        }
+    }
+}
+
 extension StoreLocation.PostgresLocation {
     /// The client configuration.
     /// - Throws: `STORE_TLS_INVALID` when a certificate or key file cannot be loaded.
@@ -146,12 +158,39 @@ extension StoreLocation.PostgresLocation {
             let connection = try await PostgresConnection.connect(configuration: config, id: 0, logger: logger)
             try await connection.close()
         } catch {
-            let reason = (error as? PSQLError).map { e in
-                e.serverInfo?[.message] ?? e.underlying.map { String(describing: $0) } ?? e.code.description
-            } ?? String(describing: type(of: error))
             let target = socketPath ?? "\(host ?? "localhost"):\(port)"
-            throw VaultError(.storeUnavailable, "cannot connect to PostgreSQL at \(target) (sslmode=\(tls.mode.rawValue)): \(reason)")
+            throw VaultError(.storeUnavailable, "cannot connect to PostgreSQL at \(target) (sslmode=\(tls.mode.rawValue)): \(Self.reason(error))")
         }
+    }
+}
+
+extension StoreLocation.PostgresLocation {
+    /// Why a connection failed, for people: the server's message, or the system error of the
+    /// connection (`connection refused`, `no such file or directory`) with a next step, never
+    /// the client library's type names.
+    static func reason(_ error: any Error) -> String {
+        if let e = error as? PSQLError, let message = e.serverInfo?[.message] { return message }
+        let text = String(describing: (error as? PSQLError)?.underlying ?? error)
+        if let match = text.firstMatch(of: /errno: ([0-9]+)/), let number = Int32(match.output.1) {
+            switch number {
+            case ECONNREFUSED: return "connection refused (is PostgreSQL running and listening there?)"
+            case ENOENT: return "no such socket (is PostgreSQL running, and is the socket directory right?)"
+            case EACCES, EPERM: return "permission denied (may this user open the socket?)"
+            case ETIMEDOUT: return "timed out (is the host reachable?)"
+            case EHOSTUNREACH, ENETUNREACH: return "the host is unreachable"
+            default: return String(cString: strerror(number))
+            }
+        }
+        if text.contains("SSL") || text.localizedCaseInsensitiveContains("certificate") || text.contains("handshake") {
+            // BoringSSL's reason, e.g. CERTIFICATE_VERIFY_FAILED → "certificate verify failed".
+            let reason = text.matches(of: /[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+/).last.map { $0.output.lowercased().replacingOccurrences(of: "_", with: " ") }
+            return "the TLS handshake failed\(reason.map { ": \($0)" } ?? "") (is the server's certificate signed by sslrootcert, and for verify-full issued to this host name?)"
+        }
+        if text.contains("NIOConnectionError") || text.contains("SingleConnectionFailure") || text.contains("connectTimeout") {
+            return "the connection failed (is PostgreSQL running and listening there?)"
+        }
+        if let e = error as? PSQLError { return e.underlying.map { String(describing: $0) } ?? e.code.description }
+        return String(describing: type(of: error))
     }
 }
 

@@ -33,11 +33,12 @@ struct AuditCommand: ParsableCommand {
                   vault audit verify /var/lib/vault/audit.log
                   vault audit verify audit.log --head "$(cat /secure/audit.head)"
                   vault audit verify audit.log --anchor "$(cat /secure/audit-yesterday.head)"
-                  vault audit verify audit.log | awk '{print $5}' > /secure/audit-yesterday.head
+                  vault audit verify audit.log | awk '{print $5}' \\
+                    > /secure/audit-yesterday.head
                 """
         )
 
-        @Argument(help: "The audit log file.")
+        @Argument(help: "The audit log file.", completion: .file())
         var file: String
 
         @Option(help: "The expected hash of the last line (64 hex): fail if the file ends anywhere else.")

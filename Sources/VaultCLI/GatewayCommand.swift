@@ -31,10 +31,13 @@ struct GatewayCommand: AsyncParsableCommand {
             template's "settle" section says (docs/errors.md, docs/configuration.md).
 
             Examples:
-              vault gateway --keys /etc/vault/gateway-keys --socket /run/vault/gateway.sock --allow-user vault-sidecar
+              vault gateway --keys /etc/vault/gateway-keys \\
+                --socket /run/vault/gateway.sock --allow-user vault-sidecar
               vault gateway --config /etc/vault/vault.json
-              vault gateway --processor relay:/etc/vault/relay/stripe-style.json --store postgres://vault@db.internal/vault
-              vault gateway --store sqlite:/var/lib/vault/gateway-ledger.sqlite --ring Keys/ring.json
+              vault gateway --processor relay:/etc/vault/relay/stripe-style.json \\
+                --store postgres://vault@db.internal/vault
+              vault gateway --store sqlite:/var/lib/vault/gateway-ledger.sqlite \\
+                --ring Keys/ring.json
             """
     )
 
@@ -55,8 +58,10 @@ struct GatewayCommand: AsyncParsableCommand {
             var logger = Logger(label: "vault.gateway")
             logger.logLevel = level
             try await GatewayServer(configuration: config, logger: logger).run()
-        } catch let error as VaultError {
-            throw fail(error)
+        } catch let exit as ExitCode {
+            throw exit
+        } catch {
+            throw fail(serverFailure(error))
         }
     }
 }

@@ -16,8 +16,10 @@ struct Keys: AsyncParsableCommand {
 
             Examples:
               vault keys init --keys Keys
-              vault keys rotate --keys Keys --secret-dir /etc/vault/gateway-keys --gateway /run/vault-gateway/gateway.sock
-              vault keys retire 0123456789abcdef --keys Keys --store sqlite:/var/lib/vault-sidecar/vault.sqlite
+              vault keys rotate --keys Keys --secret-dir /etc/vault/gateway-keys \\
+                --gateway /run/vault-gateway/gateway.sock
+              vault keys retire 0123456789abcdef --keys Keys \\
+                --store sqlite:/var/lib/vault-sidecar/vault.sqlite
             """,
         subcommands: [
             KeysInit.self, KeysList.self, KeysAdd.self, KeysPromote.self, KeysRetire.self, KeysRotate.self, KeysProtect.self,
@@ -28,13 +30,13 @@ struct Keys: AsyncParsableCommand {
 
 /// Where the ring is.
 struct RingOptions: ParsableArguments {
-    @Option(help: "The public keys directory (<kid>.pub files and ring.json).")
+    @Option(help: "The public keys directory (<kid>.pub files and ring.json).", completion: .directory)
     var keys = "Keys"
 
-    @Option(help: "The key ring file (default: KEYS/ring.json).")
+    @Option(help: "The key ring file (default: KEYS/ring.json).", completion: .file())
     var ring: String?
 
-    @Option(help: "Append a line for the change to this audit log (docs/audit-log.md).")
+    @Option(help: "Append a line for the change to this audit log (docs/audit-log.md).", completion: .file())
     var auditLog: String?
 
     var ringPath: String { ring ?? keys + "/" + KeyRingFile.fileName }
@@ -85,13 +87,28 @@ struct KeysInit: ParsableCommand {
     }
 }
 
+/// Where the ring is, for a command that only reads it.
+struct RingLocation: ParsableArguments {
+    @Option(help: "The public keys directory (<kid>.pub files and ring.json).", completion: .directory)
+    var keys = "Keys"
+
+    @Option(help: "The key ring file (default: KEYS/ring.json).", completion: .file())
+    var ring: String?
+
+    /// Accepted and ignored: earlier versions offered it here, but a listing changes nothing.
+    @Option(help: .hidden)
+    var auditLog: String?
+
+    func load() throws(VaultError) -> KeyRingFile { try KeyRingFile.load(path: ring ?? keys + "/" + KeyRingFile.fileName) }
+}
+
 struct KeysList: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "list",
         abstract: "Print the key ring: kid, status, created, changed.",
         discussion: "Example:\n  vault keys list --keys Keys"
     )
-    @OptionGroup var ring: RingOptions
+    @OptionGroup var ring: RingLocation
 
     func run() throws {
         try reportingErrors { () throws(VaultError) in
@@ -116,7 +133,8 @@ struct KeysAdd: ParsableCommand {
 
             Examples:
               vault keys add --keys Keys --secret-dir /etc/vault/gateway-keys
-              vault keys add --keys Keys --secret-dir /etc/vault/gateway-keys --passphrase-file /etc/vault/passphrase
+              vault keys add --keys Keys --secret-dir /etc/vault/gateway-keys \\
+                --passphrase-file /etc/vault/passphrase
             """
     )
     @OptionGroup var ring: RingOptions
@@ -132,13 +150,13 @@ struct KeysAdd: ParsableCommand {
 
 /// Where a new secret key goes and how it is protected.
 struct SecretKeyOptions: ParsableArguments {
-    @Option(help: "Directory for the new secret key (the gateway's keys).")
+    @Option(help: "Directory for the new secret key (the gateway's keys).", completion: .directory)
     var secretDir: String
 
-    @Option(help: "Protect the new secret key with the passphrase in this file (Argon2id).")
+    @Option(help: "Protect the new secret key with the passphrase in this file (Argon2id).", completion: .file())
     var passphraseFile: String?
 
-    @Option(help: "Argon2id cost for a protected key: interactive, moderate or sensitive.")
+    @Option(help: "Argon2id cost for a protected key: interactive, moderate or sensitive.", completion: .list(["interactive", "moderate", "sensitive"]))
     var kdf = "moderate"
 
     func passphrase() throws(VaultError) -> (SecureBytes?, ProtectedKey.Cost) {
@@ -206,12 +224,13 @@ struct KeysRetire: AsyncParsableCommand {
             run `vault rewrap` first. A retired key never comes back.
 
             Example:
-              vault keys retire 0123456789abcdef --keys Keys --store sqlite:/var/lib/vault-sidecar/vault.sqlite
+              vault keys retire 0123456789abcdef --keys Keys \\
+                --store sqlite:/var/lib/vault-sidecar/vault.sqlite
             """
     )
     @Argument(help: "The kid to retire.") var kid: String
     @OptionGroup var ring: RingOptions
-    @Option(help: "The store whose envelopes must no longer use the key: sqlite:PATH or a postgres:// URL.")
+    @Option(help: "The store whose envelopes must no longer use the key: sqlite:PATH or a postgres:// URL.", completion: .default)
     var store: String
 
     func run() async throws {
@@ -245,13 +264,14 @@ struct KeysRotate: AsyncParsableCommand {
             `vault rewrap` and `vault keys retire OLD`.
 
             Examples:
-              vault keys rotate --keys Keys --secret-dir gateway-keys --gateway gateway.sock --reload-gateway-pid 4242
+              vault keys rotate --keys Keys --secret-dir gateway-keys \\
+                --gateway gateway.sock --reload-gateway-pid 4242
               vault keys rotate --keys /etc/vault/keys --secret-dir /etc/vault/gateway-keys
             """
     )
     @OptionGroup var ring: RingOptions
     @OptionGroup var secret: SecretKeyOptions
-    @Option(help: "The gateway's socket: promote only once it opens the new key.")
+    @Option(help: "The gateway's socket: promote only once it opens the new key.", completion: .file())
     var gateway: String?
     @Option(help: "Send SIGHUP to this gateway process after adding the key.")
     var reloadGatewayPid: Int32?
@@ -275,11 +295,19 @@ struct KeysRotate: AsyncParsableCommand {
                 throw VaultError(.ioError, "cannot signal process \(pid)", field: "--reload-gateway-pid")
             }
             let client = SidecarClient(socketPath: gateway)
-            let deadline = Date().addingTimeInterval(wait)
+            let started = Date(), deadline = started.addingTimeInterval(wait)
+            try StandardIO.write(fd: 2, "added \(kid) as active; waiting up to \(Int(wait)) s for the gateway at \(gateway) to open it\(reloadGatewayPid == nil ? " (reload it: systemctl reload vault-gateway, or kill -HUP its pid)" : "")\n")
+            var reported = 0
             while true {
                 if let answer = try? client.get("/v1/keys"), answer.status == 200,
                    let opens = answer.json?["opens"] as? [String], opens.contains(kid.rawValue) {
+                    try StandardIO.write(fd: 2, "the gateway opens \(kid); promoting it\n")
                     break
+                }
+                let waited = Int(Date().timeIntervalSince(started))
+                if waited >= reported + 5 {
+                    reported = waited - waited % 5
+                    try StandardIO.write(fd: 2, "still waiting for the gateway to open \(kid): \(waited) s of \(Int(wait)) s\n")
                 }
                 guard Date() < deadline else {
                     throw VaultError(
@@ -308,16 +336,18 @@ struct KeysProtect: ParsableCommand {
             on a terminal, from a prompt with echo off.
 
             Examples:
-              vault keys protect /etc/vault/gateway-keys/0123456789abcdef.key --passphrase-file new.txt
-              vault keys protect KEY --current-passphrase-file old.txt --passphrase-file new.txt
+              vault keys protect /etc/vault/gateway-keys/0123456789abcdef.key \\
+                --passphrase-file new.txt
+              vault keys protect KEY --current-passphrase-file old.txt \\
+                --passphrase-file new.txt
               vault keys protect KEY --current-passphrase-file old.txt --remove
             """
     )
-    @Argument(help: "The secret key file (<kid>.key).") var file: String
-    @Option(help: "The key's current passphrase (if it is protected).") var currentPassphraseFile: String?
-    @Option(help: "The new passphrase.") var passphraseFile: String?
+    @Argument(help: "The secret key file (<kid>.key).", completion: .file()) var file: String
+    @Option(help: "The key's current passphrase (if it is protected).", completion: .file()) var currentPassphraseFile: String?
+    @Option(help: "The new passphrase.", completion: .file()) var passphraseFile: String?
     @Flag(help: "Store the key in clear again (vault:sk:v1:).") var remove = false
-    @Option(help: "Argon2id cost: interactive, moderate or sensitive.") var kdf = "moderate"
+    @Option(help: "Argon2id cost: interactive, moderate or sensitive.", completion: .list(["interactive", "moderate", "sensitive"])) var kdf = "moderate"
 
     func run() throws {
         try reportingErrors { () throws(VaultError) in

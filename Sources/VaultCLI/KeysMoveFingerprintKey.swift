@@ -18,13 +18,14 @@ struct KeysMoveFingerprintKey: ParsableCommand {
             sidecar (it refuses to start while it holds a fingerprint key) and reload the gateway.
 
             Examples:
-              vault keys move-fingerprint-key --from /etc/vault/keys --to /etc/vault/gateway-keys
+              vault keys move-fingerprint-key --from /etc/vault/keys \\
+                --to /etc/vault/gateway-keys
             """
     )
-    @Option(help: "The sidecar's keys directory that holds fingerprint.fk.")
+    @Option(help: "The sidecar's keys directory that holds fingerprint.fk.", completion: .directory)
     var from: String
 
-    @Option(help: "The gateway's keys directory (its secret keys are there).")
+    @Option(help: "The gateway's keys directory (its secret keys are there).", completion: .directory)
     var to: String
 
     func run() throws {

@@ -22,11 +22,16 @@ struct Open: ParsableCommand {
               vault open --key Keys/0123456789abcdef.key < sealed.txt
               vault open --lines --key old.key --key new.key < sealed-lines.txt
               vault open --card --key Keys/0123456789abcdef.key < envelope.json
+              vault open --key gateway-keys/0123456789abcdef.key \\
+                --passphrase-file pass.txt < sealed.txt
             """
     )
 
-    @Option(help: "A secret key file (<kid>.key, mode 0600). Repeat for several.")
+    @Option(help: "A secret key file (<kid>.key, mode 0600). Repeat for several.", completion: .file())
     var key: [String]
+
+    @Option(help: "The passphrase of protected secret keys (vault:skp:v1:), in this file (first line; mode 0600).", completion: .file())
+    var passphraseFile: String?
 
     @Flag(help: "Open each line of input separately.")
     var lines = false
@@ -34,7 +39,7 @@ struct Open: ParsableCommand {
     @Flag(help: "Read card envelopes v1 and print cards as JSON.")
     var card = false
 
-    @Option(help: "With --card: also check the fingerprint with this fingerprint key.")
+    @Option(help: "With --card: also check the fingerprint with this fingerprint key.", completion: .file())
     var fingerprintKey: String?
 
     @Option(help: "Worker threads for --lines (default: online cores).")
@@ -49,7 +54,8 @@ struct Open: ParsableCommand {
         var ring = KeyRing()
         var fpKey: FingerprintKey?
         try reportingErrors { () throws(VaultError) in
-            ring = try KeyRing(paths: key)
+            let passphrase = try passphraseFile.map { (f) throws(VaultError) in try ProtectedKey.readPassphrase(path: f) }
+            ring = try KeyRing(paths: key, passphrase: passphrase)
             if let fingerprintKey { fpKey = try KeyFiles.loadFingerprintKey(path: fingerprintKey) }
         }
         let opener = EnvelopeOpener(ring: ring, fingerprintKey: fpKey)

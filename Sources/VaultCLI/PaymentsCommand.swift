@@ -47,9 +47,13 @@ struct PaymentsSettle: AsyncParsableCommand {
             gateway's ledger, and on the sidecar's store if it is another one.
 
             Examples:
-              vault payments settle pay_abc123 --store postgres://vault@db.internal/vault --outcome succeeded --reference pi_3Nx…
-              vault payments settle pay_abc123 --store sqlite:/var/lib/vault-gateway/ledger.sqlite --outcome declined --decline-code card_declined
-              vault payments settle pay_abc123 --store sqlite:/var/lib/vault-sidecar/vault.sqlite --outcome not-charged
+              vault payments settle pay_abc123 --store postgres://vault@db.internal/vault \\
+                --outcome succeeded --reference pi_3Nx…
+              vault payments settle pay_abc123 \\
+                --store sqlite:/var/lib/vault-gateway/ledger.sqlite --outcome declined \\
+                --decline-code card_declined
+              vault payments settle pay_abc123 \\
+                --store sqlite:/var/lib/vault-sidecar/vault.sqlite --outcome not-charged
             """
     )
 
@@ -59,7 +63,7 @@ struct PaymentsSettle: AsyncParsableCommand {
     @Option(help: "The store: sqlite:PATH or a postgres:// URL.")
     var store: String
 
-    @Option(help: "What the processor says: succeeded, declined or not-charged.")
+    @Option(help: "What the processor says: succeeded, declined or not-charged.", completion: .list(["succeeded", "declined", "not-charged"]))
     var outcome: String
 
     @Option(help: "The processor's reference of the charge (succeeded, declined).")
@@ -68,7 +72,7 @@ struct PaymentsSettle: AsyncParsableCommand {
     @Option(help: "The decline code (declined; default generic_decline): lower-case letters, digits and _.")
     var declineCode: String?
 
-    @Option(help: "Append an audit line to this file (docs/audit-log.md).")
+    @Option(help: "Append an audit line to this file (docs/audit-log.md).", completion: .file())
     var auditLog: String?
 
     enum Outcome: String { case succeeded, declined, notCharged = "not-charged" }

@@ -24,17 +24,19 @@ struct RewrapCommand: AsyncParsableCommand {
             (plain lines otherwise) and ends with counts; exit 0 only when nothing failed.
 
             Examples:
-              vault rewrap --store sqlite:/var/lib/vault-sidecar/vault.sqlite --keys /etc/vault/gateway-keys --ring /etc/vault/keys/ring.json
-              vault rewrap --store 'postgres://vault@db.internal/vault' --keys /etc/vault/gateway-keys --ring Keys/ring.json --batch 500
+              vault rewrap --store sqlite:/var/lib/vault-sidecar/vault.sqlite \\
+                --keys /etc/vault/gateway-keys --ring /etc/vault/keys/ring.json
+              vault rewrap --store 'postgres://vault@db.internal/vault' \\
+                --keys /etc/vault/gateway-keys --ring Keys/ring.json --batch 500
             """
     )
     @Option(help: "The store: sqlite:PATH or a postgres:// URL.")
     var store: String
-    @Option(help: "Directory of secret keys (*.key): the old keys and the primary.")
+    @Option(help: "Directory of secret keys (*.key): the old keys and the primary.", completion: .directory)
     var keys: String
-    @Option(help: "The key ring file (ring.json); default KEYS/ring.json.")
+    @Option(help: "The key ring file (ring.json); default KEYS/ring.json.", completion: .file())
     var ring: String?
-    @Option(help: "Passphrase file for protected secret keys.")
+    @Option(help: "Passphrase file for protected secret keys.", completion: .file())
     var passphraseFile: String?
     @Option(help: "Rows per batch (one transaction each).")
     var batch = 256
@@ -42,7 +44,7 @@ struct RewrapCommand: AsyncParsableCommand {
     var jobs: Int?
     @Option(help: "At most this many rows per second, to spare a busy store (default: no limit).")
     var maxRate: Double?
-    @Option(help: "Append the outcome to this audit log.")
+    @Option(help: "Append the outcome to this audit log.", completion: .file())
     var auditLog: String?
 
     func run() async throws {

@@ -19,12 +19,12 @@ struct Seal: ParsableCommand {
             Examples:
               printf 'db-password' | vault seal --key Keys/0123456789abcdef.pub
               vault seal --lines --key Keys/0123456789abcdef.pub < pans.txt > sealed.txt
-              echo '{"number":"4242 4242 4242 4242","exp_month":12,"exp_year":2030,"cvc":"123"}' \\
+              echo '{"number":"4242424242424242","exp_month":12,"exp_year":30}' \\
                 | vault seal --card --key Keys/0123456789abcdef.pub
             """
     )
 
-    @Option(help: "The public key file (<kid>.pub) to seal to.")
+    @Option(help: "The public key file (<kid>.pub) to seal to.", completion: .file())
     var key: String
 
     @Flag(help: "Seal each line of input separately.")

@@ -13,15 +13,17 @@ struct Tokenize: ParsableCommand {
             with --key it is sealed here with the public key and only the envelope is sent.
 
             Examples:
-              echo '{"number":"4242424242424242","exp_month":12,"exp_year":2030,"cvc":"123"}' | vault tokenize
-              vault tokenize --key Keys/0123456789abcdef.pub --socket /run/vault/vault.sock < card.json
+              echo '{"number":"4242424242424242","exp_month":12,"exp_year":30}' \\
+                | vault tokenize
+              vault tokenize --key Keys/0123456789abcdef.pub \\
+                --socket /run/vault/vault.sock < card.json
             """
     )
 
-    @Option(help: "The sidecar's socket.")
+    @Option(help: "The sidecar's socket.", completion: .file())
     var socket = "vault.sock"
 
-    @Option(help: "Seal locally with this public key and send only the envelope.")
+    @Option(help: "Seal locally with this public key and send only the envelope.", completion: .file())
     var key: String?
 
     func run() throws {
@@ -50,7 +52,8 @@ struct Token: ParsableCommand {
         abstract: "Show or delete a token on a running sidecar.",
         discussion: """
             Examples:
-              vault token show tok_abcdefghijklmnopqrstuvwxyz --socket /run/vault-sidecar/vault.sock
+              vault token show tok_abcdefghijklmnopqrstuvwxyz \\
+                --socket /run/vault-sidecar/vault.sock
               vault token delete tok_abcdefghijklmnopqrstuvwxyz
             """,
         subcommands: [Show.self, Delete.self]

@@ -18,14 +18,15 @@ struct Validate: ParsableCommand {
             Examples:
               echo 4242424242424242 | vault validate
               printf '2' | vault validate --partial
-              echo 4000056655665556 | vault validate --bin-table bins.csv --accept visa,mastercard
+              echo 4000056655665556 | vault validate --bin-table bins.csv \\
+                --accept visa,mastercard
             """
     )
 
     @Flag(help: "The number is being typed: report candidates, fail only on what typing cannot fix.")
     var partial = false
 
-    @Option(help: "A BIN table CSV (start,end,brand,type,issuer,country) for issuer information.")
+    @Option(help: "A BIN table CSV (start,end,brand,type,issuer,country) for issuer information.", completion: .file())
     var binTable: String?
 
     @Option(help: "Accept only these brands (comma separated).")

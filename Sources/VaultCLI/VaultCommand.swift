@@ -10,7 +10,7 @@ public struct VaultCommand: AsyncParsableCommand {
             Formats: docs/key-files.md, docs/sealed-value.md, docs/envelope-v1.md. \
             Exit codes: docs/cli.md.
             """,
-        version: "0.1.0",
+        version: VaultVersion.string,
         subcommands: [
             Keygen.self, Keys.self, Seal.self, Open.self, Validate.self, KeyInfo.self, Serve.self, GatewayCommand.self, Tokenize.self, Token.self,
             RewrapCommand.self, AuditCommand.self, ConfigCommand.self, PaymentsCommand.self,

@@ -90,6 +90,7 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
 
     // Sockets, peers, requests
     case socketPathInUse = "SOCKET_PATH_IN_USE"
+    case socketUnavailable = "SOCKET_UNAVAILABLE"
     case socketPathTooLong = "SOCKET_PATH_TOO_LONG"
     case socketGroupUnknown = "SOCKET_GROUP_UNKNOWN"
     case peerNotAllowed = "PEER_NOT_ALLOWED"
@@ -176,6 +177,18 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
         case configuration = 11
         case keyRing = 12
         case auditLog = 13
+        /// A server's socket path is held by a live server (a restart may cure it).
+        case socketInUse = 14
+
+        /// argument-parser's usage error (not a code of the catalogue).
+        public static let usage: Int32 = 64
+
+        /// The exit codes a server's start-up failure ends with that a restart cannot cure: a key
+        /// file, the configuration, the key ring, a usage error. The systemd units'
+        /// `RestartPreventExitStatus=` lists exactly these (DeployConfigTests); the others
+        /// (`STORE_UNAVAILABLE` 8, `SOCKET_PATH_IN_USE` 14, an audit log that cannot be written
+        /// 13, 1) may pass, so systemd restarts on them.
+        public static let restartCannotCure: [Int32] = [ExitStatus.keyFile.rawValue, ExitStatus.configuration.rawValue, ExitStatus.keyRing.rawValue, usage]
     }
 
     /// The code's status, exit code and meaning.
@@ -208,7 +221,7 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
         case .fingerprintKeyRefused: Self.e(422, .keyFile, "the sidecar's keys directory holds a fingerprint key: only the gateway may")
         case .keyPassphraseRequired: Self.e(422, .keyFile, "a passphrase-protected secret key and no passphrase given")
         case .keyPassphraseWrong: Self.e(422, .keyFile, "the passphrase does not open the key (or the file was altered), or it is empty")
-        case .secretKeyRefused: Self.e(422, .failure, "`vault serve` was given a keys directory holding a secret key")
+        case .secretKeyRefused: Self.e(422, .keyFile, "a secret key in the sidecar's keys directory: `vault serve` refuses to start, `vault keygen` to write one there")
 
         case .keyMismatch: Self.e(422, .keyMismatch, "sealed to a kid that is not among the keys given (at the sidecar: not listed by the key ring)")
         case .kidMalformed: Self.e(422, .notOfTheFormat, "not a kid (16 lower-case hex characters)")
@@ -253,14 +266,15 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
         case .storeRowCorrupt: Self.e(503, .failure, "a stored row cannot be read back")
         case .storeDuplicate: Self.e(409, .failure, "a unique key of the store is taken (the stores turn it into their own code)")
         case .storeTooNew: Self.e(503, .failure, "the store records a migration this version does not know")
-        case .storeLocationInvalid: Self.e(422, .failure, "`--store` is neither `sqlite:PATH` nor a PostgreSQL URL")
-        case .storeTLSInvalid: Self.e(422, .failure, "a PostgreSQL TLS certificate or key file cannot be read or parsed")
+        case .storeLocationInvalid: Self.e(422, .configuration, "`--store` is neither `sqlite:PATH` nor a PostgreSQL URL")
+        case .storeTLSInvalid: Self.e(422, .configuration, "a PostgreSQL TLS certificate or key file cannot be read or parsed")
 
-        case .socketPathInUse: Self.e(422, .failure, "another server listens on the socket path, or the path is not a socket")
-        case .socketPathTooLong: Self.e(422, .failure, "the socket's directory is too long for a Unix socket path")
-        case .socketGroupUnknown: Self.e(422, .failure, "`--socket-group` names no group, or one this process is not in")
+        case .socketPathInUse: Self.e(422, .socketInUse, "another server listens on the socket path, or the path is not a socket")
+        case .socketUnavailable: Self.e(422, .configuration, "the socket cannot be created: its directory does not exist or may not be written")
+        case .socketPathTooLong: Self.e(422, .configuration, "the socket's directory is too long for a Unix socket path")
+        case .socketGroupUnknown: Self.e(422, .configuration, "`--socket-group` names no group, or one this process is not in")
         case .peerNotAllowed: Self.e(403, .peerNotAllowed, "the connecting uid/gid is not allowed this request")
-        case .peerPolicyInvalid: Self.e(422, .failure, "an `--allow` value that cannot be parsed")
+        case .peerPolicyInvalid: Self.e(422, .configuration, "an `--allow` value that cannot be parsed")
         case .sidecarUnreachable: Self.e(422, .unreachable, "the client cannot reach the sidecar's socket")
         case .sidecarError: Self.e(502, .failure, "the sidecar answered an error this client does not know (the message has it)")
         case .requestMalformed: Self.e(400, .invalidInput, "the body is not JSON, or not UTF-8, or nests too deep")
@@ -282,8 +296,8 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
         case .authorizationPending: Self.e(409, or: 504, .failure, "sent, the outcome not known yet, being settled")
         case .authorizationNotFound: Self.e(404, .failure, "the ledger has no row for this payment id: nothing was charged")
         case .paymentIDReused: Self.e(409, .failure, "a payment id already charged with another amount, currency or card")
-        case .relayTemplateInvalid: Self.e(422, .failure, "a relay template that cannot be used")
-        case .relayURLNotAllowed: Self.e(422, .failure, "a relay URL the gateway does not send card data to")
+        case .relayTemplateInvalid: Self.e(422, .configuration, "a relay template that cannot be used")
+        case .relayURLNotAllowed: Self.e(422, .configuration, "a relay URL the gateway does not send card data to")
         case .settleConflict: Self.e(422, .failure, "`vault payments settle`: finished with another outcome; nothing is changed")
         case .settleInFlight: Self.e(422, .failure, "`vault payments settle`: a gateway is sending or asking about it right now")
         case .notSandbox: Self.e(404, .failure, "the sandbox ACS of a gateway whose processor is not the sandbox")

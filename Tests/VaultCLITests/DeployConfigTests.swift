@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import VaultCrypto
 
 /// deploy/ and the configuration file: the systemd units pass `systemd-analyze verify`, and
 /// settings resolve flag > environment > file > default, with errors that name the setting.
@@ -10,6 +11,27 @@ import Testing
     func systemdUnitsVerify() throws {
         let r = try run("/bin/bash", [Self.repository + "/deploy/systemd/verify", vaultBinary])
         #expect(r.status == 0, "\(r.out)\n\(r.stderr)")
+    }
+
+    /// Each unit's `RestartPreventExitStatus=` lists exactly the exit codes a restart cannot cure
+    /// (the catalogue's `restartCannotCure`; the gateway's also systemd's 243/CREDENTIALS), and
+    /// every start-up code of the servers has one of the catalogue's documented exit codes.
+    @Test func unitsDoNotRestartOnWhatARestartCannotCure() throws {
+        for (unit, extra) in [("vault-sidecar.service", [Int32]()), ("vault-gateway.service", [243])] {
+            let text = try String(contentsOfFile: Self.repository + "/deploy/systemd/" + unit, encoding: .utf8)
+            let lines = text.split(separator: "\n").filter { $0.hasPrefix("RestartPreventExitStatus=") }
+            #expect(lines.count == 1, "\(unit)")
+            let listed = lines.first.map { $0.dropFirst("RestartPreventExitStatus=".count).split(separator: " ").compactMap { Int32($0) } } ?? []
+            #expect(Set(listed) == Set(ErrorCode.ExitStatus.restartCannotCure + extra), "\(unit): \(listed)")
+        }
+        // The start-up failures a restart cannot cure have one of those codes; the transient ones do not.
+        for code: ErrorCode in [.configInvalid, .configNotFound, .secretKeyRefused, .fingerprintKeyRefused, .keyRingInvalid, .storeLocationInvalid,
+                                .socketUnavailable, .socketPathTooLong, .socketGroupUnknown, .peerPolicyInvalid, .relayTemplateInvalid, .relayURLNotAllowed] {
+            #expect(ErrorCode.ExitStatus.restartCannotCure.contains(code.exitCode), "\(code)")
+        }
+        for code: ErrorCode in [.storeUnavailable, .socketPathInUse] {
+            #expect(!ErrorCode.ExitStatus.restartCannotCure.contains(code.exitCode) && code.exitCode != 1, "\(code)")
+        }
     }
 
     @Test func configurationFileEnvironmentAndFlagsResolveInOrder() throws {
