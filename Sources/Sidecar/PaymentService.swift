@@ -74,47 +74,11 @@ public struct PaymentService: Sendable {
 
     /// Makes (or replays) a payment. `created` is false for a replay of an earlier request.
     public func pay(_ request: Request) async throws(VaultError) -> (payment: PaymentRecord, created: Bool) {
-        // A replay returns the first payment; if that first attempt was dropped meanwhile (it
-        // never reached a processor), this request makes the payment afresh.
-        let existing = try await store { () throws(StoreError) in
-            try await payments.find(scope: request.scope, idempotencyKey: request.idempotencyKey)
-        }
-        if let existing, let first = try await replay(existing, request) {
-            return (first, false)
-        }
-        // A payment made before keys had scopes lives in the global scope, and nobody knows which
-        // peer made it. A retry of exactly that request (same token or customer, amount and
-        // currency: knowing the token id already means being its owner) replays it, so a retry
-        // across the upgrade never charges twice. Any other request under the key ignores it: no
-        // IDEMPOTENCY_KEY_REUSED that would tell another peer the key exists.
-        if existing == nil, request.scope != PaymentScope.global,
-           let legacy = try await store({ () throws(StoreError) in
-               try await payments.find(scope: PaymentScope.global, idempotencyKey: request.idempotencyKey)
-           }),
-           legacy.request == request.canonical, let first = try await replay(legacy, request) {
-            return (first, false)
-        }
-        // The card: a token's envelope (with its CVC, if still there), or a stored instrument's.
-        let sourceID: String, singleUse: Bool
-        var envelopeJSON: String, tokenWithCVC: TokenRecord?
-        switch request.source {
-        case .token(let id):
-            let token: TokenRecord
-            token = try await tokenizer.record(id)
-            (sourceID, envelopeJSON, singleUse, tokenWithCVC) = (token.token, token.envelope.json, token.singleUse, token.hasCVC ? token : nil)
-        case .customer(let id):
-            guard let customers else { throw VaultError(.storeUnavailable, "customers are not available on this sidecar") }
-            let instrument = try await customers.defaultInstrument(of: id)
-            (sourceID, envelopeJSON, singleUse, tokenWithCVC) = (instrument.id, instrument.envelope.json, false, nil)
-        case .mandate(_, _, let instrumentID):
-            guard let customers, let instrument = try? await customers.customers.instrument(instrumentID) else {
-                throw VaultError(.mandateInstrumentGone, "the mandate's instrument was detached")
-            }
-            (sourceID, envelopeJSON, singleUse, tokenWithCVC) = (instrument.id, instrument.envelope.json, false, nil)
-        }
+        if let first = try await replayed(request) { return (first, false) }
+        var card = try await card(for: request)
         let intent = PaymentRecord(
-            id: RandomID.make(prefix: "pay_"), scope: request.scope, idempotencyKey: request.idempotencyKey, request: request.canonical, token: sourceID,
-            singleUse: singleUse, amount: request.amount, currency: request.currency.code, createdAt: now())
+            id: RandomID.make(prefix: "pay_"), scope: request.scope, idempotencyKey: request.idempotencyKey, request: request.canonical,
+            token: card.sourceID, singleUse: card.singleUse, amount: request.amount, currency: request.currency.code, createdAt: now())
         switch try await store({ () throws(StoreError) in try await payments.begin(intent) }) {
         case .existing(let existing):
             guard let first = try await replay(existing, request) else {
@@ -126,15 +90,72 @@ public struct PaymentService: Sendable {
         // The CVC is never kept after the first authorization attempt: it is taken (and forgotten)
         // as the envelope leaves, so of two payments racing on one reusable token only one sends
         // it. It was held in memory only (HeldCVCs), so no copy is left anywhere.
-        if let token = tokenWithCVC, let cvc = tokenizer.takeCVC(of: token) {
+        if let token = card.tokenWithCVC, let cvc = tokenizer.takeCVC(of: token) {
             var envelope = token.envelope
             envelope.fields[.cvc] = cvc
-            envelopeJSON = envelope.json
+            card.envelopeJSON = envelope.json
         }
-        let outcome: GatewayClient.Outcome
+        guard let outcome = try await send(intent, envelopeJSON: card.envelopeJSON) else {
+            // Sent, the answer lost or unclear: the payment is `processing` (202). The gateway
+            // settles it (status query, re-send under the same processor idempotency key) and
+            // the reconciler records the outcome; a replay of the key gets it as soon as it is known.
+            return (intent, true)
+        }
+        return (try await record(outcome, for: intent), true)
+    }
+
+    /// The first payment made under the request's key, when this is a replay of it. If that first
+    /// attempt was dropped meanwhile (it never reached a processor), nil: this request makes the
+    /// payment afresh.
+    func replayed(_ request: Request) async throws(VaultError) -> PaymentRecord? {
+        let existing = try await store { () throws(StoreError) in
+            try await payments.find(scope: request.scope, idempotencyKey: request.idempotencyKey)
+        }
+        if let existing { return try await replay(existing, request) }
+        // A payment made before keys had scopes lives in the global scope, and nobody knows which
+        // peer made it. A retry of exactly that request (same token or customer, amount and
+        // currency: knowing the token id already means being its owner) replays it, so a retry
+        // across the upgrade never charges twice. Any other request under the key ignores it: no
+        // IDEMPOTENCY_KEY_REUSED that would tell another peer the key exists.
+        guard request.scope != PaymentScope.global,
+              let legacy = try await store({ () throws(StoreError) in
+                  try await payments.find(scope: PaymentScope.global, idempotencyKey: request.idempotencyKey)
+              }),
+              legacy.request == request.canonical
+        else { return nil }
+        return try await replay(legacy, request)
+    }
+
+    /// What pays: a token's envelope (with its CVC, if still there), or a stored instrument's.
+    struct Card {
+        var sourceID: String, envelopeJSON: String, singleUse: Bool, tokenWithCVC: TokenRecord?
+    }
+
+    func card(for request: Request) async throws(VaultError) -> Card {
+        switch request.source {
+        case .token(let id):
+            let token = try await tokenizer.record(id)
+            return Card(sourceID: token.token, envelopeJSON: token.envelope.json, singleUse: token.singleUse, tokenWithCVC: token.hasCVC ? token : nil)
+        case .customer(let id):
+            guard let customers else { throw VaultError(.storeUnavailable, "customers are not available on this sidecar") }
+            let instrument = try await customers.defaultInstrument(of: id)
+            return Card(sourceID: instrument.id, envelopeJSON: instrument.envelope.json, singleUse: false, tokenWithCVC: nil)
+        case .mandate(_, _, let instrumentID):
+            guard let customers, let instrument = try? await customers.customers.instrument(instrumentID) else {
+                throw VaultError(.mandateInstrumentGone, "the mandate's instrument was detached")
+            }
+            return Card(sourceID: instrument.id, envelopeJSON: instrument.envelope.json, singleUse: false, tokenWithCVC: nil)
+        }
+    }
+
+    /// Sends a recorded intent to the gateway: its outcome, or nil when it was sent and the answer
+    /// was lost or unclear (the payment stays `processing`).
+    /// - Throws: `GATEWAY_UNAVAILABLE` when nothing was sent (the intent is dropped, so the key may
+    ///   be retried); the gateway's coded refusal (the payment `failed`).
+    func send(_ intent: PaymentRecord, envelopeJSON: String) async throws(VaultError) -> GatewayClient.Outcome? {
         do throws(GatewayClient.Failure) {
             do throws(GatewayClient.Failure) {
-                outcome = try await gateway.authorize(
+                return try await gateway.authorize(
                     paymentID: intent.id, amount: intent.amount, currency: intent.currency, envelopeJSON: envelopeJSON)
             } catch .connectionClosed(let why) {
                 // A kept-alive connection the gateway closed as the request went out. The gateway
@@ -144,7 +165,7 @@ public struct PaymentService: Sendable {
                 // never report "not sent" then (that would free the key for a second charge).
                 logger.notice("gateway connection closed mid-call; asking again", metadata: ["payment": "\(intent.id)"])
                 do throws(GatewayClient.Failure) {
-                    outcome = try await gateway.authorize(
+                    return try await gateway.authorize(
                         paymentID: intent.id, amount: intent.amount, currency: intent.currency, envelopeJSON: envelopeJSON)
                 } catch let second where second.nothingSent {
                     throw .failedMidway("\(why); asking again failed: \(second.reason)")
@@ -160,13 +181,9 @@ public struct PaymentService: Sendable {
                 _ = try? await payments.finish(intent.id, status: .failed, code: code.rawValue, reference: nil, nextAction: nil, now: now())
                 throw VaultError(code, message)
             }
-            // Sent, the answer lost or unclear: the payment is `processing` (202). The gateway
-            // settles it (status query, re-send under the same processor idempotency key) and
-            // the reconciler records the outcome; a replay of the key gets it as soon as it is known.
             logger.warning("payment outcome not known yet; settling", metadata: ["payment": "\(intent.id)", "reason": "\(error.reason)"])
-            return (intent, true)
+            return nil
         }
-        return (try await record(outcome, for: intent), true)
     }
 
     /// Records a gateway outcome and consumes a single-use token that paid.
