@@ -75,17 +75,7 @@ extension PaymentsCLITests {
         let tokens = try (0..<40).map { _ in try s.tokenize("4242424242424242") }
         let keys = tokens.map { _ in Self.key() }
         let answered = Locked<[String: Int]>([:])
-        let group = DispatchGroup()
-        for w in 0..<8 {
-            group.enter()
-            Thread {
-                for i in stride(from: w, to: tokens.count, by: 8) {
-                    let status = (try? s.pay(tokens[i], key: keys[i]).0) ?? 0
-                    answered.update { $0[keys[i]] = status }
-                }
-                group.leave()
-            }.start()
-        }
+        let group = Self.payConcurrently(s, tokens, keys) { i, answer in answered.update { $0[keys[i]] = answer?.0 ?? 0 } }
         for _ in 0..<400 where answered.value.count < tokens.count / 3 { usleep(5_000) }
         s.stop(s.gateway, signal: SIGKILL)
         group.wait()
@@ -94,11 +84,7 @@ extension PaymentsCLITests {
         #expect(s.gateway?.isRunning == true, "\(s.gatewayLogText)")
         sleep(2)   // the reconciler asks the new gateway about what was in flight
         for i in tokens.indices {
-            var (status, json, body) = try s.pay(tokens[i], key: keys[i])
-            for _ in 0..<40 where status == 409 && body.contains("PAYMENT_IN_PROGRESS") {
-                usleep(250_000)
-                (status, json, body) = try s.pay(tokens[i], key: keys[i])
-            }
+            let (status, json, body) = try Self.replaySettled(s, tokens[i], keys[i])
             #expect(status == 200 || status == 201, "\(keys[i]): \(body)")
             #expect(json["status"] as? String == "succeeded", "\(body)")
             if let id = json["id"] as? String { #expect(try s.charges(id) == 1) }
@@ -116,17 +102,8 @@ extension PaymentsCLITests {
         let keys = tokens.map { _ in Self.key() }
         let acknowledged = Locked<[String: String]>([:])
         // Eight connections pay in parallel; the sidecar is killed once a third are acknowledged.
-        let group = DispatchGroup()
-        for w in 0..<8 {
-            group.enter()
-            Thread {
-                for i in stride(from: w, to: tokens.count, by: 8) {
-                    if let (status, json, _) = try? s.pay(tokens[i], key: keys[i]), status == 201, let id = json["id"] as? String {
-                        acknowledged.update { $0[keys[i]] = id }
-                    }
-                }
-                group.leave()
-            }.start()
+        let group = Self.payConcurrently(s, tokens, keys) { i, answer in
+            if let (status, json, _) = answer, status == 201, let id = json["id"] as? String { acknowledged.update { $0[keys[i]] = id } }
         }
         for _ in 0..<400 where acknowledged.value.count < tokens.count / 3 { usleep(5_000) }
         s.stop(s.sidecar, signal: SIGKILL)
@@ -136,11 +113,7 @@ extension PaymentsCLITests {
         sleep(2)   // the reconciler settles what was in flight
         var paid = 0
         for i in tokens.indices {
-            var (status, json, body) = try s.pay(tokens[i], key: keys[i])
-            for _ in 0..<40 where status == 409 && body.contains("PAYMENT_IN_PROGRESS") {
-                usleep(250_000)
-                (status, json, body) = try s.pay(tokens[i], key: keys[i])
-            }
+            let (status, json, body) = try Self.replaySettled(s, tokens[i], keys[i])
             #expect(status == 200 || status == 201, "\(keys[i]): \(body)")
             #expect(json["status"] as? String == "succeeded", "\(body)")
             if let first = acknowledged.value[keys[i]] { #expect(json["id"] as? String == first, "an acknowledged payment changed id") }
@@ -149,5 +122,31 @@ extension PaymentsCLITests {
         }
         #expect(paid == tokens.count)
         #expect(try s.charges() == tokens.count, "a token was charged twice or not at all")
+    }
+
+    /// Pays every token under its key from eight threads at once; `answered` gets each answer
+    /// (nil when the request failed). Wait on the group for them all.
+    static func payConcurrently(
+        _ s: Stack, _ tokens: [String], _ keys: [String], answered: @escaping @Sendable (Int, (Int, [String: Any], String)?) -> Void
+    ) -> DispatchGroup {
+        let group = DispatchGroup()
+        for w in 0..<8 {
+            group.enter()
+            Thread {
+                for i in stride(from: w, to: tokens.count, by: 8) { answered(i, try? s.pay(tokens[i], key: keys[i])) }
+                group.leave()
+            }.start()
+        }
+        return group
+    }
+
+    /// Replays a key until its payment is no longer in progress (up to 10 s).
+    static func replaySettled(_ s: Stack, _ token: String, _ key: String) throws -> (Int, [String: Any], String) {
+        var answer = try s.pay(token, key: key)
+        for _ in 0..<40 where answer.0 == 409 && answer.2.contains("PAYMENT_IN_PROGRESS") {
+            usleep(250_000)
+            answer = try s.pay(token, key: key)
+        }
+        return answer
     }
 }
