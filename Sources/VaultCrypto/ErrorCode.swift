@@ -280,7 +280,7 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
         case .peerPolicyInvalid: Self.e(422, .configuration, "an `--allow` value that cannot be parsed")
         case .sidecarUnreachable: Self.e(422, .unreachable, "the client cannot reach the sidecar's socket")
         case .sidecarError: Self.e(502, .failure, "the sidecar answered an error this client does not know (the message has it)")
-        case .requestMalformed: Self.e(400, .invalidInput, "the body is not JSON, or not UTF-8, or nests too deep")
+        case .requestMalformed: Self.e(400, .invalidInput, "the body is not JSON, or not UTF-8, or nests too deep; or the HTTP framing is malformed")
         case .requestFieldUnknown: Self.e(422, .invalidInput, "a request field that does not exist")
         case .requestFieldMissing: Self.e(422, .invalidInput, "a required request field is absent")
         case .requestFieldInvalid: Self.e(422, .invalidInput, "a request field of the wrong form")

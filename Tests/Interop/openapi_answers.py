@@ -211,6 +211,19 @@ try:
     if not (isinstance(b, dict) and b["error"]["code"] == "METHOD_NOT_ALLOWED" and h.get("Allow") == "POST" and h.get("Request-Id")):
         problems.append(f"PUT /v1/tokens: {h} {b}")
 
+    # Malformed HTTP framing: refused by the HTTP parser, still with the coded body.
+    raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    raw.connect(sidecar)
+    raw.sendall(b"GET /v1/health HTTP/1.1\r\nHost: vault\r\nContent-Length: abc\r\n\r\n")
+    raw.settimeout(10)
+    answer = b""
+    while chunk := raw.recv(65536):
+        answer += chunk
+    raw.close()
+    head, _, rest = answer.partition(b"\r\n\r\n")
+    if not (head.startswith(b"HTTP/1.1 400") and b"Request-Id: " in head and json.loads(rest)["error"]["code"] == "REQUEST_MALFORMED"):
+        problems.append(f"malformed framing: {answer!r}")
+
     missing = {f"{m.upper()} {p}" for p, ops in doc["paths"].items() for m in ops if m in ("get", "post", "put", "delete", "patch")} - called
     for route in sorted(missing):
         problems.append(f"{route}: never called")
