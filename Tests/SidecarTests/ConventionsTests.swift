@@ -91,4 +91,19 @@ import VaultCrypto
             }
         }
     }
+
+    /// The `Idempotency-Key` header or the body's `idempotency_key`: either, or both if equal.
+    @Test func idempotencyKeyFromTheHeaderOrTheBody() throws {
+        #expect(try RequestFields.idempotencyKey(header: "k-1", body: nil) == "k-1")
+        #expect(try RequestFields.idempotencyKey(header: nil, body: "k-2") == "k-2")
+        #expect(try RequestFields.idempotencyKey(header: "k-3", body: "k-3") == "k-3")
+        #expect(throws: VaultError.self) { try RequestFields.idempotencyKey(header: "k-4", body: "k-5") }
+        do { _ = try RequestFields.idempotencyKey(header: "k-4", body: "k-5") } catch { #expect(error.code == .idempotencyKeyConflict) }
+        do { _ = try RequestFields.idempotencyKey(header: nil, body: nil) } catch {
+            #expect(error.code == .requestFieldMissing && error.field == "idempotency_key")
+        }
+        for bad in ["", "has space", "4242 4242 4242 4242", String(repeating: "k", count: 256)] {
+            #expect(throws: VaultError.self) { try RequestFields.idempotencyKey(bad, reservedPrefix: "mandate:", field: "Idempotency-Key") }
+        }
+    }
 }
