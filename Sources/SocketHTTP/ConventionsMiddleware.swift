@@ -53,7 +53,7 @@ public struct ConventionsMiddleware<Context: RequestContext>: RouterMiddleware {
         guard allowed.isEmpty else {
             return APIError(.methodNotAllowed, "this path takes \(allowed.map(\.rawValue).joined(separator: ", "))")
         }
-        return APIError(.routeNotFound, "no route has this path (GET /openapi.json lists them)")
+        return APIError(.routeNotFound, "no route has this path")
     }
 
     /// The methods of the routes whose template matches `path`.
