@@ -97,6 +97,8 @@ public struct GatewayServer: Sendable {
         let audit = try configuration.auditLogPath.map { (path) throws(VaultError) in try AuditLog.open(path, process: "gateway") }
         defer { audit?.close() }
         let router = Router(context: VaultRequestContext.self)
+        // First, as on the sidecar: Request-Id, Retry-After, coded 404 and 405.
+        router.add(middleware: ConventionsMiddleware(routes: GatewayRoutes.table.methodsAndPaths()))
         if configuration.logRequests { router.add(middleware: RequestLogMiddleware()) }
         if let audit { router.add(middleware: AuditMiddleware(log: audit, actions: GatewayRoutes.auditedActions)) }
         router.add(middleware: UIDAllowListMiddleware(allowed: configuration.allowedUIDs))

@@ -101,6 +101,8 @@ public struct SidecarServer: Sendable {
             services.append(PaymentReconciler(payments: payments, interval: min(.seconds(15), age), age: age))
         }
         let router = Router(context: VaultRequestContext.self)
+        // First, so it sees every answer: Request-Id, Retry-After, coded 404 and 405.
+        router.add(middleware: ConventionsMiddleware(routes: SidecarRoutes.table.methodsAndPaths()))
         router.add(middleware: MetricsMiddleware(metrics: metrics))
         if configuration.logRequests { router.add(middleware: RequestLogMiddleware()) }
         if let audit { router.add(middleware: AuditMiddleware(log: audit, actions: SidecarRoutes.auditedActions)) }

@@ -86,7 +86,8 @@ extension AuditLog {
     }
 }
 
-/// Logs each request at info level: method, route template, status, duration, peer uid. Off by
+/// Logs each request at info level: method, route template, status, duration, peer uid, and the
+/// request id its answer carries (`Request-Id`). Off by
 /// default (`--log-requests`): the route template, never the path, so no id or card digit.
 public struct RequestLogMiddleware: RouterMiddleware {
     public typealias Context = VaultRequestContext
@@ -102,6 +103,7 @@ public struct RequestLogMiddleware: RouterMiddleware {
             context.logger.info("request", metadata: [
                 "method": "\(MethodLabel.label(request.method.rawValue))", "route": "\(context.endpointPath ?? "-")", "status": "\(status)",
                 "ms": "\((ms * 1000).rounded() / 1000)", "uid": "\(context.peer.map { String($0.uid) } ?? "-")",
+                "request_id": "\(ConventionsMiddleware<Context>.requestID(context))",
             ])
         }
         do {

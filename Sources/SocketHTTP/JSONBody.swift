@@ -1,5 +1,6 @@
 import CardRules
 import Foundation
+import HTTPTypes
 import Hummingbird
 import Money
 import VaultCrypto
@@ -19,11 +20,10 @@ public enum JSONBody {
     /// bytes again once the HTTP parser has passed them), and only the `SecureBytes` copy remains;
     /// it is wiped when released. `Tests/VaultCLITests/HardeningCLITests` scans the running
     /// sidecar's memory for the card numbers it was sent.
-    /// - Throws: `UNSUPPORTED_MEDIA_TYPE` unless JSON, `BODY_TOO_LARGE` past `limit` bytes.
+    /// - Throws: `UNSUPPORTED_MEDIA_TYPE` unless JSON (`isJSON`), `BODY_TOO_LARGE` past `limit` bytes.
     public static func read(_ request: Request, limit: Int = maxBytes) async throws -> SecureBytes {
-        let type = request.headers[.contentType]?.lowercased() ?? ""
-        guard type.hasPrefix("application/json") else {
-            throw APIError(.unsupportedMediaType, "send Content-Type: application/json")
+        guard isJSON(request.headers[.contentType]) else {
+            throw APIError(.unsupportedMediaType, "send Content-Type: application/json (optionally with ; charset=utf-8)")
         }
         var chunks: [ByteBuffer] = []
         defer { chunks.forEach(zeroInPlace) }
@@ -45,6 +45,19 @@ public enum JSONBody {
             }
             return total
         }
+    }
+
+    /// Whether a `Content-Type` is exactly `application/json`, optionally with `charset=utf-8`
+    /// (any case, spaces around `;` and `=`, the charset quoted or not), and nothing else.
+    public static func isJSON(_ contentType: String?) -> Bool {
+        guard let contentType else { return false }
+        let parts = contentType.lowercased().split(separator: ";", omittingEmptySubsequences: false)
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+        guard parts.first == "application/json" else { return false }
+        guard parts.count > 1 else { return true }
+        guard parts.count == 2 else { return false }
+        let pair = parts[1].split(separator: "=", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+        return pair.count == 2 && pair[0] == "charset" && (pair[1] == "utf-8" || pair[1] == "\"utf-8\"")
     }
 
     /// Zeroes a buffer's readable bytes in the storage it shares with other views (not a copy,
@@ -143,12 +156,46 @@ public enum RequestFields {
     /// 1 to 255 printable ASCII characters without spaces or quotes, not starting with
     /// `reservedPrefix` (keys the vault makes itself).
     public static func idempotencyKey(_ r: inout JSONReader, reservedPrefix: String) throws(VaultError) -> String {
-        let k = try freeText(r.readString(maxBytes: 255), field: "idempotency_key")
-        guard !k.isEmpty, !k.hasPrefix(reservedPrefix), k.utf8.allSatisfy({ $0 > 32 && $0 < 127 && $0 != 34 && $0 != 92 }) else {
+        try idempotencyKey(r.readString(maxBytes: 255), reservedPrefix: reservedPrefix, field: "idempotency_key")
+    }
+
+    /// `k` checked as an idempotency key (the body field's or the `Idempotency-Key` header's).
+    public static func idempotencyKey(_ k: String, reservedPrefix: String, field: String) throws(VaultError) -> String {
+        let k = try freeText(k, field: field)
+        guard !k.isEmpty, k.utf8.count <= 255, !k.hasPrefix(reservedPrefix), k.utf8.allSatisfy({ $0 > 32 && $0 < 127 && $0 != 34 && $0 != 92 }) else {
             throw VaultError(
-                .requestFieldInvalid, "idempotency_key is 1 to 255 printable ASCII characters, no spaces or quotes, not starting with \(reservedPrefix)",
-                field: "idempotency_key")
+                .requestFieldInvalid, "\(field) is 1 to 255 printable ASCII characters, no spaces or quotes, not starting with \(reservedPrefix)",
+                field: field)
         }
         return k
     }
+
+    /// The `Idempotency-Key` header, checked as the body's `idempotency_key` is; nil if absent.
+    public static func idempotencyKeyHeader(_ request: Request, reservedPrefix: String) throws(APIError) -> String? {
+        let values = request.headers[values: .idempotencyKey]
+        guard let value = values.first else { return nil }
+        guard values.count == 1 else {
+            throw APIError(.requestFieldInvalid, "send one Idempotency-Key header", field: "Idempotency-Key")
+        }
+        do throws(VaultError) { return try idempotencyKey(value, reservedPrefix: reservedPrefix, field: "Idempotency-Key") } catch {
+            throw APIError(error)
+        }
+    }
+
+    /// The request's idempotency key: the `Idempotency-Key` header's, the body's `idempotency_key`,
+    /// or both when equal; both and different: `IDEMPOTENCY_KEY_CONFLICT`; neither: missing.
+    public static func idempotencyKey(header: String?, body: String?) throws(VaultError) -> String {
+        if let header, let body, header != body {
+            throw VaultError(.idempotencyKeyConflict, "the Idempotency-Key header and idempotency_key differ; send one, or both equal", field: "idempotency_key")
+        }
+        guard let key = header ?? body else {
+            throw VaultError(.requestFieldMissing, "idempotency_key is missing (the field or the Idempotency-Key header)", field: "idempotency_key")
+        }
+        return key
+    }
+}
+
+extension HTTPField.Name {
+    /// The idempotency key of a POST, instead of (or as well as, equal) its `idempotency_key`.
+    public static let idempotencyKey = Self("Idempotency-Key")!
 }

@@ -20,7 +20,7 @@ public enum SocketServer {
         defer { SocketFile.discard(bindPath) }
         let app = Application(
             router: router,
-            server: .http1(configuration: .init(additionalChannelHandlers: [PeerCredentialsHandler()])),
+            server: .http1(configuration: .init(additionalChannelHandlers: [PeerCredentialsHandler(), ParserRefusalBodyHandler()])),
             configuration: .init(address: .unixDomainSocket(path: bindPath), serverName: serverName),
             services: services,
             onServerRunning: { channel in

@@ -105,6 +105,8 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
     case requestFieldCardNumber = "REQUEST_FIELD_CARD_NUMBER"
     case bodyTooLarge = "BODY_TOO_LARGE"
     case unsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE"
+    case routeNotFound = "ROUTE_NOT_FOUND"
+    case methodNotAllowed = "METHOD_NOT_ALLOWED"
 
     // The gateway adapter and its processors
     case amountInvalid = "AMOUNT_INVALID"
@@ -131,6 +133,7 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
 
     // Payments, customers, sessions, mandates
     case idempotencyKeyReused = "IDEMPOTENCY_KEY_REUSED"
+    case idempotencyKeyConflict = "IDEMPOTENCY_KEY_CONFLICT"
     case paymentInProgress = "PAYMENT_IN_PROGRESS"
     case paymentNotFound = "PAYMENT_NOT_FOUND"
     case customerNotFound = "CUSTOMER_NOT_FOUND"
@@ -277,7 +280,7 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
         case .peerPolicyInvalid: Self.e(422, .configuration, "an `--allow` value that cannot be parsed")
         case .sidecarUnreachable: Self.e(422, .unreachable, "the client cannot reach the sidecar's socket")
         case .sidecarError: Self.e(502, .failure, "the sidecar answered an error this client does not know (the message has it)")
-        case .requestMalformed: Self.e(400, .invalidInput, "the body is not JSON, or not UTF-8, or nests too deep")
+        case .requestMalformed: Self.e(400, .invalidInput, "the body is not JSON, or not UTF-8, or nests too deep; or the HTTP framing is malformed")
         case .requestFieldUnknown: Self.e(422, .invalidInput, "a request field that does not exist")
         case .requestFieldMissing: Self.e(422, .invalidInput, "a required request field is absent")
         case .requestFieldInvalid: Self.e(422, .invalidInput, "a request field of the wrong form")
@@ -285,6 +288,8 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
         case .requestFieldCardNumber: Self.e(422, .invalidInput, "a field that is not a card field holds what looks like a card number")
         case .bodyTooLarge: Self.e(413, .invalidInput, "a request body over its limit")
         case .unsupportedMediaType: Self.e(415, .invalidInput, "a body that is not `application/json`")
+        case .routeNotFound: Self.e(404, .invalidInput, "no route has this path")
+        case .methodNotAllowed: Self.e(405, .invalidInput, "the path's routes do not take this method")
 
         case .amountInvalid: Self.e(422, .failure, "an amount that is not a positive integer in minor units")
         case .currencyInvalid: Self.e(422, .failure, "not an active ISO 4217 code in upper case")
@@ -310,6 +315,7 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
         case .threeDSTransactionNotFound: Self.e(404, .failure, "no sandbox challenge with that transaction id")
 
         case .idempotencyKeyReused: Self.e(409, .failure, "the idempotency key was used for a different payment request")
+        case .idempotencyKeyConflict: Self.e(422, .invalidInput, "the Idempotency-Key header and the idempotency_key field differ")
         case .paymentInProgress: Self.e(409, .failure, "the first request under this key is still being processed")
         case .paymentNotFound: Self.e(404, .failure, "no payment with that id")
         case .customerNotFound: Self.e(404, .failure, "no customer with that id")

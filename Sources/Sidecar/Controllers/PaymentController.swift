@@ -27,16 +27,19 @@ struct PaymentController: Sendable {
 
     func service() throws(APIError) -> PaymentService { try SidecarRoutes.needGateway(payments) }
 
-    /// `{"token","amount","currency","idempotency_key"}` (or `customer` for `token`): 201 with the
+    /// `{"token","amount","currency","idempotency_key"}` (or `customer` for `token`; the key or the
+    /// `Idempotency-Key` header): 201 with the
     /// payment, or 200 with the first payment for a replay of the same key and request.
     func create(_ request: Request) async throws -> Response {
         let service = try service()
-        let parsed = try await JSONBody.parse(request, Self.parseRequest)
+        let header = try RequestFields.idempotencyKeyHeader(request, reservedPrefix: MandateService.keyPrefix)
+        let parsed = try await JSONBody.parse(request) { (r: inout JSONReader) throws(VaultError) in try Self.parseRequest(&r, headerKey: header) }
         let (payment, created) = try await service.pay(parsed)
         return PaymentAnswer.response(payment, created: created, markReplay: true, metrics: metrics)
     }
 
-    static func parseRequest(_ r: inout JSONReader) throws(VaultError) -> PaymentService.Request {
+    /// The body; `headerKey` is the `Idempotency-Key` header's (`RequestFields.idempotencyKey(header:body:)`).
+    static func parseRequest(_ r: inout JSONReader, headerKey: String? = nil) throws(VaultError) -> PaymentService.Request {
         var token: String?, customer: String?, amount: Int?, currency: Currency?, key: String?
         try r.readObject { (r, field) throws(VaultError) in
             switch field {
@@ -57,7 +60,7 @@ struct PaymentController: Sendable {
         }
         return PaymentService.Request(
             source: source, amount: try JSONBody.required(amount, "amount"), currency: try JSONBody.required(currency, "currency"),
-            idempotencyKey: try JSONBody.required(key, "idempotency_key"), scope: Caller.paymentScope)
+            idempotencyKey: try RequestFields.idempotencyKey(header: headerKey, body: key), scope: Caller.paymentScope)
     }
 
     /// `{"three_ds_result":"<JWT>"}`: completes a payment that required 3-D Secure.

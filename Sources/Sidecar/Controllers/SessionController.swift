@@ -70,9 +70,11 @@ struct SessionController: Sendable {
         }
     }
 
-    /// `{"card":{…}}` or `{"envelope":{…}}`, and `idempotency_key`: tokenize and pay the session.
+    /// `{"card":{…}}` or `{"envelope":{…}}`, and `idempotency_key` (or the `Idempotency-Key`
+    /// header): tokenize and pay the session.
     func pay(_ request: Request, session id: String) async throws -> Response {
         let service = try service()
+        let header = try RequestFields.idempotencyKeyHeader(request, reservedPrefix: MandateService.keyPrefix)
         let (input, key) = try await JSONBody.parse(request) { (r: inout JSONReader) throws(VaultError) -> (CardInput, String) in
             var found: CardInput?, key: String?
             try r.readObject { (r, field) throws(VaultError) in
@@ -82,7 +84,7 @@ struct SessionController: Sendable {
                 }
                 key = try RequestFields.idempotencyKey(&r, reservedPrefix: MandateService.keyPrefix)
             }
-            return (try CardInput.required(found), try JSONBody.required(key, "idempotency_key"))
+            return (try CardInput.required(found), try RequestFields.idempotencyKey(header: header, body: key))
         }
         let tokenizer = self.tokenizer
         let (payment, created) = try await service.pay(id, idempotencyKey: key) { () throws(VaultError) in

@@ -1,0 +1,247 @@
+#!/usr/bin/env python3
+"""Live answers of every sidecar route against openapi.json (issue 14, item 6).
+
+  python3 Tests/Interop/openapi_answers.py VAULT_BINARY
+
+Starts a gateway (sandbox) and a sidecar in a scratch directory, calls every documented route
+over the Unix socket (successes and coded errors), and checks each answer against the document:
+its status is documented for the operation, its JSON body validates against the schema (jsonschema,
+with the document's $refs), and the headers the response declares required (Request-Id,
+Retry-After) are present and match their schemas. Also: every documented route was called,
+a path no route has answers 404 ROUTE_NOT_FOUND and a wrong method 405 with Allow. Prints one
+line per problem and exits 1 if any."""
+import http.client, json, os, re, shutil, socket, subprocess, sys, tempfile, time
+
+import jsonschema
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+vault = sys.argv[1]
+root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+doc = json.load(open(os.path.join(root, "Sources/Sidecar/Resources/openapi.json")))
+registry = Registry().with_resource("urn:openapi", Resource(contents=doc, specification=DRAFT202012))
+
+
+def absolute(schema):
+    """`schema` with its local $refs (#/components/…) pointing into the document."""
+    if isinstance(schema, dict):
+        return {k: ("urn:openapi" + v if k == "$ref" and v.startswith("#") else absolute(v)) for k, v in schema.items()}
+    if isinstance(schema, list):
+        return [absolute(v) for v in schema]
+    return schema
+
+
+class UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path):
+        super().__init__("vault", timeout=30)
+        self.path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(self.path)
+
+
+def resolve(node):
+    while isinstance(node, dict) and "$ref" in node:
+        node = registry.resolver().lookup("urn:openapi" + node["$ref"]).contents
+    return node
+
+
+def template_of(method, path):
+    for t, ops in doc["paths"].items():
+        if method.lower() not in ops:
+            continue
+        pattern = "^" + re.sub(r"\{[^}]+\}", "[^/]+", t) + "$"
+        if re.match(pattern, path):
+            return t
+    return None
+
+
+problems, called = [], set()
+
+
+def check(method, path, status, headers, body, template):
+    op = doc["paths"][template][method.lower()]
+    where = f"{method} {template} {status}"
+    response = op["responses"].get(str(status))
+    if response is None:
+        problems.append(f"{where}: status not documented ({body[:200]!r})")
+        return
+    response = resolve(response)
+    for name, h in response.get("headers", {}).items():
+        h = resolve(h)
+        value = headers.get(name)
+        if value is None:
+            if h.get("required"):
+                problems.append(f"{where}: header {name} missing")
+            continue
+        try:
+            jsonschema.Draft202012Validator(absolute(h.get("schema", {})), registry=registry).validate(value)
+        except jsonschema.ValidationError as e:
+            problems.append(f"{where}: header {name}={value!r}: {e.message}")
+    content = response.get("content")
+    if not content:
+        if body:
+            problems.append(f"{where}: a body where none is documented")
+        return
+    ctype = (headers.get("Content-Type") or "").split(";")[0]
+    if ctype not in content:
+        problems.append(f"{where}: Content-Type {ctype!r}, documented {list(content)}")
+        return
+    schema = content[ctype].get("schema")
+    if ctype != "application/json" or schema is None:
+        return
+    try:
+        value = json.loads(body)
+    except ValueError:
+        problems.append(f"{where}: not JSON")
+        return
+    try:
+        jsonschema.Draft202012Validator(absolute(schema), registry=registry, format_checker=jsonschema.FormatChecker()).validate(value)
+    except jsonschema.ValidationError as e:
+        problems.append(f"{where}: {e.message} at {list(e.absolute_path)} in {body[:300]}")
+
+
+def call(method, path, body=None, headers=None, expect=None):
+    c = UnixConnection(sidecar)
+    h = {"Content-Type": "application/json"} if body is not None else {}
+    h.update(headers or {})
+    c.request(method, path, body=json.dumps(body) if body is not None else None, headers=h)
+    r = c.getresponse()
+    text = r.read().decode()
+    c.close()
+    hdrs = {k: v for k, v in r.getheaders()}
+    if expect is not None and r.status != expect:
+        problems.append(f"{method} {path}: {r.status}, expected {expect}: {text[:300]}")
+    t = template_of(method, path)
+    if t is not None:
+        called.add(f"{method} {t}")
+        check(method, path, r.status, hdrs, text, t)
+    try:
+        return r.status, hdrs, json.loads(text) if text else None
+    except ValueError:
+        return r.status, hdrs, text
+
+
+d = tempfile.mkdtemp(prefix="vault-openapi-")
+procs = []
+try:
+    os.makedirs(f"{d}/keys")
+    kid = subprocess.run([vault, "keygen", "--out", f"{d}/gk"], capture_output=True, text=True, check=True).stdout.strip()
+    subprocess.run([vault, "keygen", "--fingerprint", "--out", f"{d}/gk"], capture_output=True, check=True)
+    shutil.copy(f"{d}/gk/{kid}.pub", f"{d}/keys/{kid}.pub")
+    gw, sidecar = f"{d}/gw.sock", f"{d}/vault.sock"
+    log = open(f"{d}/servers.log", "w")
+    procs.append(subprocess.Popen([vault, "gateway", "--socket", gw, "--keys", f"{d}/gk", "--processor", f"sandbox:{d}/ledger.sqlite"], stdout=log, stderr=log))
+    procs.append(subprocess.Popen([vault, "serve", "--socket", sidecar, "--keys", f"{d}/keys", "--store", f"sqlite:{d}/t.sqlite", "--gateway", gw, "--log-requests"], stdout=log, stderr=log))
+    for _ in range(400):
+        if os.path.exists(sidecar) and os.path.exists(gw):
+            break
+        time.sleep(0.05)
+    time.sleep(0.3)
+
+    card = lambda n: {"number": n, "exp_month": 12, "exp_year": 2030, "cvc": "123"}
+    call("GET", "/v1/health", expect=200)
+    call("GET", "/metrics", expect=200)
+    call("GET", "/openapi.json", expect=200)
+    call("POST", "/v1/validate", {"number": "4242424242424242"}, expect=200)
+    call("POST", "/v1/validate", {"number": "4242424242424241"}, expect=200)
+    call("POST", "/v1/tokens", {"card": card("4242424242424241")}, expect=422)
+    call("POST", "/v1/tokens", {"card": card("4242424242424242")}, headers={"Content-Type": "text/plain"}, expect=415)
+    _, _, t1 = call("POST", "/v1/tokens", {"card": card("4242424242424242")}, expect=201)
+    call("GET", f"/v1/tokens/{t1['token']}", expect=200)
+    call("GET", "/v1/tokens/tok_nothing", expect=404)
+    # Payments: with a token (header key, body key, both), declined, 3-D Secure.
+    _, _, p1 = call("POST", "/v1/payments", {"token": t1["token"], "amount": 1050, "currency": "EUR"}, headers={"Idempotency-Key": "pay-one"}, expect=201)
+    call("POST", "/v1/payments", {"token": t1["token"], "amount": 1050, "currency": "EUR", "idempotency_key": "pay-one"}, expect=200)
+    call("POST", "/v1/payments", {"token": t1["token"], "amount": 1050, "currency": "EUR", "idempotency_key": "pay-one"}, headers={"Idempotency-Key": "pay-one"}, expect=200)
+    _, _, b = call("POST", "/v1/payments", {"token": t1["token"], "amount": 1050, "currency": "EUR", "idempotency_key": "pay-two"}, headers={"Idempotency-Key": "pay-one"}, expect=422)
+    if not (isinstance(b, dict) and b["error"]["code"] == "IDEMPOTENCY_KEY_CONFLICT"):
+        problems.append(f"Idempotency-Key and idempotency_key differ: {b}")
+    _, _, b = call("POST", "/v1/payments", {"token": t1["token"], "amount": 1050, "currency": "EUR"}, expect=422)
+    if not (isinstance(b, dict) and b["error"]["code"] == "REQUEST_FIELD_MISSING" and b["error"].get("field") == "idempotency_key"):
+        problems.append(f"no idempotency key: {b}")
+    call("POST", "/v1/payments", {"token": t1["token"], "amount": 99, "currency": "EUR", "idempotency_key": "pay-one"}, expect=409)
+    call("GET", f"/v1/payments/{p1['id']}", expect=200)
+    call("GET", "/v1/payments/pay_nothing", expect=404)
+    _, _, t2 = call("POST", "/v1/tokens", {"card": card("4000000000000002")}, expect=201)
+    call("POST", "/v1/payments", {"token": t2["token"], "amount": 500, "currency": "EUR", "idempotency_key": "pay-declined"})
+    _, _, t3 = call("POST", "/v1/tokens", {"card": card("4000000000003220")}, expect=201)
+    _, _, p3 = call("POST", "/v1/payments", {"token": t3["token"], "amount": 700, "currency": "EUR", "idempotency_key": "pay-threeds"})
+    if isinstance(p3, dict) and p3.get("next_action"):
+        _, _, r = call("POST", f"/v1/sandbox/3ds/{p3['next_action']['transaction_id']}", {"action": "SUCCESS"}, expect=200)
+        call("POST", f"/v1/payments/{p3['id']}/confirm", {"three_ds_result": r["three_ds_result"]}, expect=200)
+    else:
+        problems.append(f"3-D Secure card: no next_action in {p3}")
+    call("POST", "/v1/payments/pay_nothing/confirm", {"three_ds_result": "x"})
+    call("POST", "/v1/sandbox/3ds/3ds_nothing", {"action": "SUCCESS"})
+    # Customers, instruments, customer payments, mandates and their charges.
+    _, _, cu = call("POST", "/v1/customers", {"reference": "order-ref-a"}, expect=201)
+    call("GET", f"/v1/customers/{cu['id']}", expect=200)
+    call("GET", "/v1/customers/cus_nothing", expect=404)
+    _, _, t4 = call("POST", "/v1/tokens", {"card": card("4242424242424242")}, expect=201)
+    _, _, ins = call("POST", f"/v1/customers/{cu['id']}/instruments", {"token": t4["token"], "default": True}, expect=201)
+    _, _, t5 = call("POST", "/v1/tokens", {"card": card("5555555555554444")}, expect=201)
+    _, _, ins2 = call("POST", f"/v1/customers/{cu['id']}/instruments", {"token": t5["token"]}, expect=201)
+    call("POST", f"/v1/customers/{cu['id']}/default_instrument", {"instrument": ins["id"]}, expect=200)
+    call("POST", "/v1/payments", {"customer": cu["id"], "amount": 300, "currency": "EUR", "idempotency_key": "pay-customer"}, expect=201)
+    expires = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 86400 * 365))
+    _, _, md = call("POST", f"/v1/customers/{cu['id']}/mandates", {"amount": 400, "max_amount": 800, "currency": "EUR", "interval": "month",
+                                                                    "max_cycles": 12, "expires_at": expires}, expect=201)
+    call("GET", f"/v1/mandates/{md['id']}", expect=200)
+    call("POST", f"/v1/mandates/{md['id']}/charges", {"cycle": 1}, expect=201)
+    call("POST", f"/v1/mandates/{md['id']}/charges", {"cycle": 1}, expect=200)
+    call("DELETE", f"/v1/mandates/{md['id']}", expect=204)
+    call("GET", "/v1/mandates/mdt_nothing", expect=404)
+    call("DELETE", f"/v1/customers/{cu['id']}/instruments/{ins2['id']}", expect=204)
+    # Sessions: made, read, paid with a card (header key), replayed.
+    _, _, se = call("POST", "/v1/sessions", {"amount": 900, "currency": "EUR"}, expect=201)
+    call("GET", f"/v1/sessions/{se['id']}", expect=200)
+    call("POST", f"/v1/sessions/{se['id']}/pay", {"card": card("4242424242424242")}, headers={"Idempotency-Key": "session-pay"}, expect=201)
+    call("POST", f"/v1/sessions/{se['id']}/pay", {"card": card("4242424242424242"), "idempotency_key": "session-pay"}, expect=200)
+    call("GET", "/v1/sessions/ses_nothing", expect=404)
+    call("DELETE", f"/v1/tokens/{t2['token']}", expect=204)
+    call("DELETE", "/v1/tokens/tok_nothing", expect=404)
+
+    # No route, wrong method.
+    s, h, b = call("GET", "/v1/nothing", expect=404)
+    if not (isinstance(b, dict) and b["error"]["code"] == "ROUTE_NOT_FOUND" and h.get("Request-Id")):
+        problems.append(f"GET /v1/nothing: {h} {b}")
+    s, h, b = call("PUT", "/v1/tokens", {}, expect=405)
+    if not (isinstance(b, dict) and b["error"]["code"] == "METHOD_NOT_ALLOWED" and h.get("Allow") == "POST" and h.get("Request-Id")):
+        problems.append(f"PUT /v1/tokens: {h} {b}")
+
+    # Malformed HTTP framing: refused by the HTTP parser, still with the coded body.
+    raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    raw.connect(sidecar)
+    raw.sendall(b"GET /v1/health HTTP/1.1\r\nHost: vault\r\nContent-Length: abc\r\n\r\n")
+    raw.settimeout(10)
+    answer = b""
+    while chunk := raw.recv(65536):
+        answer += chunk
+    raw.close()
+    head, _, rest = answer.partition(b"\r\n\r\n")
+    if not (head.startswith(b"HTTP/1.1 400") and b"Request-Id: " in head and json.loads(rest)["error"]["code"] == "REQUEST_MALFORMED"):
+        problems.append(f"malformed framing: {answer!r}")
+
+    missing = {f"{m.upper()} {p}" for p, ops in doc["paths"].items() for m in ops if m in ("get", "post", "put", "delete", "patch")} - called
+    for route in sorted(missing):
+        problems.append(f"{route}: never called")
+    # The request log line carries the id answered.
+    s, h, _ = call("GET", "/v1/health", expect=200)
+    time.sleep(0.3)
+    logged = open(f"{d}/servers.log").read()
+    if h.get("Request-Id") not in logged:
+        problems.append(f"Request-Id {h.get('Request-Id')} is not in the request log")
+finally:
+    for p in procs:
+        p.terminate()
+        p.wait()
+    if problems:
+        print(open(f"{d}/servers.log").read()[-3000:], file=sys.stderr)
+    shutil.rmtree(d, ignore_errors=True)
+
+for p in problems:
+    print(p)
+print(f"openapi_answers: {len(called)} routes called, {len(problems)} problems")
+sys.exit(1 if problems else 0)
