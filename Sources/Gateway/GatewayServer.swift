@@ -98,8 +98,7 @@ public struct GatewayServer: Sendable {
         defer { audit?.close() }
         let router = Router(context: VaultRequestContext.self)
         // First, as on the sidecar: Request-Id, Retry-After, coded 404 and 405.
-        router.add(middleware: ConventionsMiddleware(routes: GatewayRoutes.table.methodsAndPaths()))
-        if configuration.logRequests { router.add(middleware: RequestLogMiddleware()) }
+        router.add(middleware: ConventionsMiddleware(routes: GatewayRoutes.table.methodsAndPaths(), logRequests: configuration.logRequests))
         if let audit { router.add(middleware: AuditMiddleware(log: audit, actions: GatewayRoutes.auditedActions)) }
         router.add(middleware: UIDAllowListMiddleware(allowed: configuration.allowedUIDs))
         let openers = Openers(EnvelopeOpener(ring: keys.ring, fingerprintKey: keys.fingerprintKey))

@@ -191,6 +191,16 @@ package struct Settings {
         return values
     }
 
+    /// The log level and format of a server's section.
+    package mutating func logSetup<S: SettingsSection>(_ section: S.Type, _ options: LoggingOptions<S>) throws(VaultError) -> LogSetup {
+        let level = try logLevel(S.logLevel, flag: options.logLevel)
+        let text = try string(S.logFormat, flag: options.logFormat) ?? LogFormat.text.rawValue
+        guard let format = LogFormat(rawValue: text) else {
+            throw invalid(S.logFormat, lookup(S.logFormat, flag: options.logFormat)?.1 ?? "default", "must be text or json")
+        }
+        return LogSetup(level: level, format: format)
+    }
+
     package mutating func logLevel(_ setting: Setting, flag: String?) throws(VaultError) -> Logger.Level {
         let text = try string(setting, flag: flag) ?? "info"
         guard let level = Logger.Level(rawValue: text) else {

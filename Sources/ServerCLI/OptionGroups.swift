@@ -47,6 +47,9 @@ public struct LoggingOptions<S: SettingsSection>: ParsableArguments {
     @Option(name: .customLong(S.logLevel.flag), help: S.logLevel.argumentHelp, completion: .list(["trace", "debug", "info", "notice", "warning", "error", "critical"]))
     public var logLevel: String?
 
+    @Option(name: .customLong(S.logFormat.flag), help: S.logFormat.argumentHelp, completion: .list(LogFormat.allCases.map(\.rawValue)))
+    public var logFormat: String?
+
     @Option(name: .customLong(S.auditLog.flag), help: S.auditLog.argumentHelp, completion: .file())
     public var auditLog: String?
 

@@ -58,6 +58,7 @@ public protocol SettingsSection {
     static var keys: Setting { get }
     static var auditLog: Setting { get }
     static var logLevel: Setting { get }
+    static var logFormat: Setting { get }
     static var logRequests: Setting { get }
     /// Every setting of the section, in the order `vault config check` prints them.
     static var all: [Setting] { get }
@@ -93,12 +94,15 @@ public enum SidecarSettings: SettingsSection {
         help: "Append an audit line per tokenize, read, delete, pay, confirm and key reload to this file (docs/audit-log.md).")
     public static let logLevel = Setting(
         .sidecar, "log_level", default: "info", help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    public static let logFormat = Setting(
+        .sidecar, "log_format", default: "text",
+        help: "Log line format: text, or json (one object per line). Both have millisecond UTC timestamps; under systemd each line carries its journald priority.")
     public static let logRequests = Setting(
-        .sidecar, "log_requests", default: "false", help: "Log every request (route template, status, duration) at info level.")
+        .sidecar, "log_requests", default: "false", help: "Log every request (route template, status, duration, request id, error code) at info level.")
 
     public static let all = [
         socket, socketMode, socketGroup, store, keys, tokenTTL, cvcTTL, allow, gateway, reconcileAfter, sessionMaxAttempts,
-        auditLog, logLevel, logRequests,
+        auditLog, logLevel, logFormat, logRequests,
     ]
 }
 
@@ -133,12 +137,15 @@ public enum GatewaySettings: SettingsSection {
         .gateway, "audit_log", help: "Append an audit line per authorize/confirm and key reload to this file (docs/audit-log.md).")
     public static let logLevel = Setting(
         .gateway, "log_level", default: "info", help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    public static let logFormat = Setting(
+        .gateway, "log_format", default: "text",
+        help: "Log line format: text, or json (one object per line). Both have millisecond UTC timestamps; under systemd each line carries its journald priority.")
     public static let logRequests = Setting(
-        .gateway, "log_requests", default: "false", help: "Log every request (route template, status, duration) at info level.")
+        .gateway, "log_requests", default: "false", help: "Log every request (route template, status, duration, request id, error code) at info level.")
 
     public static let all = [
         socket, socketMode, socketGroup, keys, ring, passphraseFile, processor, store, ledger, settleInterval, allowUid, allowUser,
-        auditLog, logLevel, logRequests,
+        auditLog, logLevel, logFormat, logRequests,
     ]
 }
 

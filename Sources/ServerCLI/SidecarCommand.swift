@@ -50,9 +50,8 @@ public struct SidecarCommand: AsyncParsableCommand {
 
     public func run() async throws {
         do {
-            let (config, level, _) = try SidecarServer.Configuration.resolve(options, file: try ConfigFile.named(options.file.config))
-            var logger = Logger(label: "vault.sidecar")
-            logger.logLevel = level
+            let (config, log, _) = try SidecarServer.Configuration.resolve(options, file: try ConfigFile.named(options.file.config))
+            let logger = log.logger("vault.sidecar")
             try await SidecarServer(configuration: config, logger: logger).run()
         } catch let exit as ExitCode {
             throw exit

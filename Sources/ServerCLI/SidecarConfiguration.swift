@@ -8,7 +8,7 @@ import VaultCrypto
 extension SidecarServer.Configuration {
     /// The sidecar's configuration from flags, environment, file and the table's defaults
     /// (`SidecarSettings`); the settings as resolved, for `vault config check`.
-    package static func resolve(_ o: ServeOptions, file: ConfigFile?) throws(VaultError) -> (Self, Logger.Level, Settings) {
+    package static func resolve(_ o: ServeOptions, file: ConfigFile?) throws(VaultError) -> (Self, LogSetup, Settings) {
         typealias S = SidecarSettings
         var s = Settings(section: .sidecar, config: file)
         var c = Self()
@@ -40,7 +40,7 @@ extension SidecarServer.Configuration {
         c.sessionMaxAttempts = Int(attempts)
         c.auditLogPath = try s.string(S.auditLog, flag: o.logging.auditLog)
         c.logRequests = try s.bool(S.logRequests, flag: o.logging.logRequests)
-        let level = try s.logLevel(S.logLevel, flag: o.logging.logLevel)
-        return (c, level, s)
+        let log = try s.logSetup(S.self, o.logging)
+        return (c, log, s)
     }
 }

@@ -102,9 +102,8 @@ public struct SidecarServer: Sendable {
         }
         let router = Router(context: VaultRequestContext.self)
         // First, so it sees every answer: Request-Id, Retry-After, coded 404 and 405.
-        router.add(middleware: ConventionsMiddleware(routes: SidecarRoutes.table.methodsAndPaths()))
+        router.add(middleware: ConventionsMiddleware(routes: SidecarRoutes.table.methodsAndPaths(), logRequests: configuration.logRequests))
         router.add(middleware: MetricsMiddleware(metrics: metrics))
-        if configuration.logRequests { router.add(middleware: RequestLogMiddleware()) }
         if let audit { router.add(middleware: AuditMiddleware(log: audit, actions: SidecarRoutes.auditedActions)) }
         router.add(middleware: PeerAuthorizationMiddleware(policy: configuration.peers))
         let sessions = payments.map { SessionService(sessions: paymentStore, payments: $0, tokenizer: tokenizer, maxAttempts: self.configuration.sessionMaxAttempts) }

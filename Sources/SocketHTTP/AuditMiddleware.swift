@@ -86,37 +86,6 @@ extension AuditLog {
     }
 }
 
-/// Logs each request at info level: method, route template, status, duration, peer uid, and the
-/// request id its answer carries (`Request-Id`). Off by
-/// default (`--log-requests`): the route template, never the path, so no id or card digit.
-public struct RequestLogMiddleware: RouterMiddleware {
-    public typealias Context = VaultRequestContext
-
-    public init() {}
-
-    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        let start = ContinuousClock.now
-        var status = 500
-        defer {
-            let elapsed = ContinuousClock.now - start
-            let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
-            context.logger.info("request", metadata: [
-                "method": "\(MethodLabel.label(request.method.rawValue))", "route": "\(context.endpointPath ?? "-")", "status": "\(status)",
-                "ms": "\((ms * 1000).rounded() / 1000)", "uid": "\(context.peer.map { String($0.uid) } ?? "-")",
-                "request_id": "\(ConventionsMiddleware<Context>.requestID(context))",
-            ])
-        }
-        do {
-            let response = try await next(request, context)
-            status = Int(response.status.code)
-            return response
-        } catch {
-            status = Int((error as? any HTTPResponseError)?.status.code ?? 500)
-            throw error
-        }
-    }
-}
-
 /// An HTTP method as a log field or metric label: one of the standard methods, else `OTHER`. A
 /// caller chooses the method token freely (it could be card digits), so it is never written as sent.
 public enum MethodLabel {

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Logging
 import VaultCrypto
 
 /// The conventions every answer of an HTTP API follows (README "Conventions"), as the outermost
@@ -17,29 +18,62 @@ import VaultCrypto
 public struct ConventionsMiddleware<Context: RequestContext>: RouterMiddleware {
     /// The routes served, as method and path template (OpenAPI notation, `{param}` for a segment).
     let routes: [(method: HTTPRequest.Method, path: String)]
+    /// Whether each request gets a log line (`--log-requests`).
+    let logRequests: Bool
     /// Seconds a caller should wait before retrying a 429 or 503.
     public static var retryAfterSeconds: Int { 2 }
 
-    public init(routes: [(method: HTTPRequest.Method, path: String)]) { self.routes = routes }
+    public init(routes: [(method: HTTPRequest.Method, path: String)], logRequests: Bool = false) {
+        self.routes = routes
+        self.logRequests = logRequests
+    }
 
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let start = ContinuousClock.now
         var response: Response
+        var code: String?
+        var matched = true
         do {
             response = try await next(request, context)
         } catch let error as HTTPError where error.status == .notFound {
             // Only the router throws HTTPError (handlers throw APIError): no route took the
             // request, for its path or its method.
-            response = try unmatched(request).response(from: request, context: context)
+            let unmatched = unmatched(request)
+            code = unmatched.code.rawValue
+            matched = false
+            response = try unmatched.response(from: request, context: context)
             let allowed = allowedMethods(request.uri.path)
             if !allowed.isEmpty { response.headers[.allow] = allowed.map(\.rawValue).joined(separator: ", ") }
         } catch let error as any HTTPResponseError {
+            code = (error as? APIError)?.code.rawValue
             response = try error.response(from: request, context: context)
+        } catch {
+            if logRequests { log(request, context: context, matched: matched, status: 500, code: "INTERNAL", since: start) }
+            throw error
         }
-        response.headers[.requestID] = Self.requestID(context)
+        let id = Self.requestID(context)
+        response.headers[.requestID] = id
         if response.status == .serviceUnavailable || response.status == .tooManyRequests {
             response.headers[.retryAfter] = String(Self.retryAfterSeconds)
         }
+        if logRequests { log(request, context: context, matched: matched, status: Int(response.status.code), code: code, since: start) }
         return response
+    }
+
+    /// The request line (`--log-requests`): method, route template (never the path, so no id or
+    /// card digit), status, the error code answered, duration, peer uid and the `Request-Id`
+    /// answered (`route` is `-` when no route took the request). Errors (status 500 and up) at
+    /// error level, others at info.
+    func log(_ request: Request, context: Context, matched: Bool, status: Int, code: String?, since start: ContinuousClock.Instant) {
+        let elapsed = ContinuousClock.now - start
+        let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        var metadata: Logger.Metadata = [
+            "method": "\(MethodLabel.label(request.method.rawValue))", "route": "\(matched ? context.endpointPath ?? "-" : "-")", "status": "\(status)",
+            "ms": "\((ms * 1000).rounded() / 1000)", "request_id": "\(Self.requestID(context))",
+        ]
+        if let peer = (context as? VaultRequestContext)?.peer { metadata["uid"] = "\(peer.uid)" }
+        if let code { metadata["code"] = "\(code)" }
+        context.logger.log(level: status >= 500 ? .error : .info, "request", metadata: metadata)
     }
 
     /// The id of the request (`context.id`, or a fresh one where no server gave it one).

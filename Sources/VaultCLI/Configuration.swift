@@ -15,7 +15,7 @@ import VaultCrypto
 extension GatewayServer.Configuration {
     /// The gateway's configuration from flags, environment, file and the table's defaults
     /// (`GatewaySettings`); the settings as resolved, for `vault config check`.
-    static func resolve(_ o: GatewayServeOptions, file: ConfigFile?) throws(VaultError) -> (Self, Logger.Level, Settings) {
+    static func resolve(_ o: GatewayServeOptions, file: ConfigFile?) throws(VaultError) -> (Self, LogSetup, Settings) {
         typealias S = GatewaySettings
         var s = Settings(section: .gateway, config: file)
         var c = Self()
@@ -82,7 +82,7 @@ extension GatewayServer.Configuration {
         if !uids.isEmpty { c.allowedUIDs = uids }
         c.auditLogPath = try s.string(S.auditLog, flag: o.logging.auditLog)
         c.logRequests = try s.bool(S.logRequests, flag: o.logging.logRequests)
-        let level = try s.logLevel(S.logLevel, flag: o.logging.logLevel)
-        return (c, level, s)
+        let log = try s.logSetup(S.self, o.logging)
+        return (c, log, s)
     }
 }

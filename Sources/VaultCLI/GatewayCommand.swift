@@ -54,9 +54,8 @@ struct GatewayCommand: AsyncParsableCommand {
 
     func run() async throws {
         do {
-            let (config, level, _) = try GatewayServer.Configuration.resolve(options, file: try ConfigFile.named(options.file.config))
-            var logger = Logger(label: "vault.gateway")
-            logger.logLevel = level
+            let (config, log, _) = try GatewayServer.Configuration.resolve(options, file: try ConfigFile.named(options.file.config))
+            let logger = log.logger("vault.gateway")
             try await GatewayServer(configuration: config, logger: logger).run()
         } catch let exit as ExitCode {
             throw exit
