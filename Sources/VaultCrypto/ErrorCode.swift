@@ -182,16 +182,21 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
         case auditLog = 13
         /// A server's socket path is held by a live server (a restart may cure it).
         case socketInUse = 14
+        /// This version or host cannot run it: the store needs a newer vault, or the kernel
+        /// refuses the process hardening (a restart cannot cure either).
+        case cannotRunHere = 15
 
         /// argument-parser's usage error (not a code of the catalogue).
         public static let usage: Int32 = 64
 
         /// The exit codes a server's start-up failure ends with that a restart cannot cure: a key
-        /// file, the configuration, the key ring, a usage error. The systemd units'
+        /// file, the configuration, the key ring, a store or host this version cannot run on, a usage error. The systemd units'
         /// `RestartPreventExitStatus=` lists exactly these (DeployConfigTests); the others
         /// (`STORE_UNAVAILABLE` 8, `SOCKET_PATH_IN_USE` 14, an audit log that cannot be written
         /// 13, 1) may pass, so systemd restarts on them.
-        public static let restartCannotCure: [Int32] = [ExitStatus.keyFile.rawValue, ExitStatus.configuration.rawValue, ExitStatus.keyRing.rawValue, usage]
+        public static let restartCannotCure: [Int32] = [
+            ExitStatus.keyFile.rawValue, ExitStatus.configuration.rawValue, ExitStatus.keyRing.rawValue, ExitStatus.cannotRunHere.rawValue, usage,
+        ]
     }
 
     /// The code's status, exit code and meaning.
@@ -243,7 +248,7 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
         case .auditLogTailInvalid: Self.e(422, .auditLog, "the audit log's last line is not an audit line: not chaining onto it")
         case .auditProcessInvalid: Self.e(422, .auditLog, "an audit log's process is not `sidecar`, `gateway` or `cli`")
         case .auditLogClosed: Self.e(422, .auditLog, "an audit record after the log was closed")
-        case .hardeningFailed: Self.e(422, .failure, "core dumps could not be disabled: no secret key is loaded")
+        case .hardeningFailed: Self.e(422, .cannotRunHere, "core dumps could not be disabled: no secret key is loaded")
 
         case .sealedValueMalformed: Self.e(422, .notOfTheFormat, "not `vault:v1:<kid>:<base64>`")
         case .sealedValueCorrupt: Self.e(422, .tampered, "does not open: tampered or truncated")
@@ -268,7 +273,7 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
         case .storeUnavailable: Self.e(503, .unreachable, "the store cannot be reached or refused the operation")
         case .storeRowCorrupt: Self.e(503, .failure, "a stored row cannot be read back")
         case .storeDuplicate: Self.e(409, .failure, "a unique key of the store is taken (the stores turn it into their own code)")
-        case .storeTooNew: Self.e(503, .failure, "the store records a migration this version does not know")
+        case .storeTooNew: Self.e(503, .cannotRunHere, "the store records a migration this version does not know")
         case .storeLocationInvalid: Self.e(422, .configuration, "`--store` is neither `sqlite:PATH` nor a PostgreSQL URL")
         case .storeTLSInvalid: Self.e(422, .configuration, "a PostgreSQL TLS certificate or key file cannot be read or parsed")
 

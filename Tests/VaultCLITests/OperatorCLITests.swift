@@ -118,6 +118,18 @@ import Testing
         // A secret key in the sidecar's directory: exit 2 (a restart cannot cure it).
         let secret = try serve(["--socket", s.dir + "/v.sock", "--store", "sqlite:\(s.dir)/t.sqlite", "--keys", s.dir + "/gateway-keys"])
         #expect(secret.status == 2 && secret.stderr.contains("SECRET_KEY_REFUSED"), "\(secret.stderr)")
+        // A store a newer vault migrated: exit 15 (a restart cannot cure it, the units stop).
+        let newer = s.dir + "/newer.sqlite"
+        let made = try run("/usr/bin/env", ["python3", "-c", """
+            import sqlite3, sys
+            db = sqlite3.connect(sys.argv[1])
+            db.execute("CREATE TABLE vault_migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)")
+            db.execute("INSERT INTO vault_migrations VALUES ('9999-from-a-newer-vault', 0)")
+            db.commit()
+            """, newer])
+        #expect(made.status == 0, "\(made.stderr)")
+        let tooNew = try serve(["--socket", s.dir + "/v.sock", "--store", "sqlite:\(newer)"])
+        #expect(tooNew.status == 15 && tooNew.stderr.contains("STORE_TOO_NEW"), "\(tooNew.status) \(tooNew.stderr)")
     }
 
     /// Item 6: the start-up line has the version, the store and the gateway; SIGTERM is logged.
