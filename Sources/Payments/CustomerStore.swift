@@ -35,9 +35,75 @@ public struct InstrumentRecord: Sendable, Equatable {
     }
 }
 
+/// What creating a customer did.
+public enum CustomerCreation: Sendable, Equatable {
+    case created
+    /// The same request was made with this idempotency key: the customer it made.
+    case replay(String)
+    /// The idempotency key was used for another request.
+    case keyReused
+    /// `reference` is unique per store (`customer_reference_unique`) and another customer has it.
+    case referenceTaken
+}
+
+/// A change to a customer: a field left nil is kept.
+public struct CustomerChange: Sendable, Equatable {
+    /// A new reference (`.some(nil)` removes it).
+    public var reference: String??
+    /// A new default instrument (one of the customer's).
+    public var defaultInstrument: String?
+
+    public init(reference: String?? = nil, defaultInstrument: String? = nil) {
+        self.reference = reference
+        self.defaultInstrument = defaultInstrument
+    }
+}
+
+/// What updating a customer did.
+public enum CustomerUpdate: Sendable, Equatable {
+    case updated
+    case customerNotFound
+    case instrumentNotFound
+    case referenceTaken
+}
+
+/// What deleting a customer erased: its instruments (their envelopes deleted, not flagged), the
+/// mandates cancelled, and whether its reference was removed.
+public struct CustomerErasure: Sendable, Equatable {
+    public var customer: String
+    public var instruments: [String]
+    public var mandatesCancelled: [String]
+
+    public init(customer: String, instruments: [String], mandatesCancelled: [String]) {
+        self.customer = customer
+        self.instruments = instruments
+        self.mandatesCancelled = mandatesCancelled
+    }
+}
+
+/// What deleting a customer did.
+public enum CustomerDeletion: Sendable, Equatable {
+    case erased(CustomerErasure)
+    case customerNotFound
+    /// A payment of one of its instruments is still in flight (`processing` or
+    /// `requires_action`): its envelope may be needed again. Nothing was deleted.
+    case paymentInFlight
+}
+
 /// Where customers and their instruments live: `SQLCustomerStore` on either backend, one suite.
 public protocol CustomerStore: Sendable {
-    func create(_ customer: CustomerRecord) async throws(StoreError)
+    /// Creates a customer; with `claim`, under an idempotency key (`CreateClaim`); with
+    /// `uniqueReference`, refused when another customer has its reference.
+    func create(_ customer: CustomerRecord, claim: CreateClaim?, uniqueReference: Bool) async throws(StoreError) -> CustomerCreation
+    /// Changes a customer's reference and/or default instrument, in one transaction.
+    func update(_ id: String, _ change: CustomerChange, uniqueReference: Bool) async throws(StoreError) -> CustomerUpdate
+    /// Deletes a customer with its instruments (envelopes deleted) and reference, cancelling its
+    /// mandates, in one transaction.
+    func delete(_ id: String) async throws(StoreError) -> CustomerDeletion
+    /// `customer_reference_unique` turned on: records the references of existing customers (the
+    /// oldest customer of a duplicated reference keeps it). Answers how many customers share a
+    /// reference with an older one (they keep it; new duplicates are refused).
+    func adoptUniqueReferences() async throws(StoreError) -> Int
     func customer(_ id: String) async throws(StoreError) -> CustomerRecord?
     /// Instruments of a customer, oldest first.
     func instruments(of customer: String) async throws(StoreError) -> [InstrumentRecord]
@@ -50,4 +116,11 @@ public protocol CustomerStore: Sendable {
     /// Deletes the instrument (and its envelope); clears the default if it was. False when the
     /// instrument is not the customer's.
     func detach(customer: String, instrument: String) async throws(StoreError) -> Bool
+}
+
+extension CustomerStore {
+    /// Creates a customer without an idempotency key or a unique reference.
+    public func create(_ customer: CustomerRecord) async throws(StoreError) {
+        _ = try await create(customer, claim: nil, uniqueReference: false)
+    }
 }

@@ -14,10 +14,96 @@ public final class SQLCustomerStore: CustomerStore, MandateStore {
     /// The stored instruments' table, for key rotation.
     public var envelopeTable: any EnvelopeTable { SQLEnvelopeTable.instruments(db) }
 
-    public func create(_ c: CustomerRecord) async throws(StoreError) {
-        try await db.write(
-            "INSERT INTO vault_customers (id, reference, default_instrument, created_at) VALUES (?, ?, ?, ?)",
-            [c.id, c.reference, c.defaultInstrument, c.createdAt])
+    public func create(_ c: CustomerRecord, claim: CreateClaim?, uniqueReference: Bool) async throws(StoreError) -> CustomerCreation {
+        try await db.transaction { (tx) throws(StoreError) in
+            if let claim {
+                switch try await tx.claim(claim, objectID: c.id, at: c.createdAt) {
+                case .claimed: break
+                case .replay(let id): return .replay(id)
+                case .reused: return .keyReused
+                }
+            }
+            if uniqueReference, let reference = c.reference, try await !Self.takeReference(reference, for: c.id, tx) {
+                try await Self.release(claim, tx)
+                return .referenceTaken
+            }
+            try await tx.query(
+                "INSERT INTO vault_customers (id, reference, default_instrument, created_at) VALUES (?, ?, ?, ?)",
+                [c.id, c.reference, c.defaultInstrument, c.createdAt])
+            return .created
+        }
+    }
+
+    /// Records `reference` as `customer`'s; false when another customer has it.
+    static func takeReference(_ reference: String, for customer: String, _ tx: Transaction) async throws(StoreError) -> Bool {
+        let inserted = try await tx.query(
+            "INSERT INTO vault_customer_references (reference, customer) VALUES (?, ?) ON CONFLICT (reference) DO NOTHING RETURNING customer",
+            [reference, customer])
+        if !inserted.isEmpty { return true }
+        return try await tx.query("SELECT customer FROM vault_customer_references WHERE reference = ?", [reference]).first?.string(0) == customer
+    }
+
+    /// A refused creation keeps no claim: the key may be used again once the reference is free.
+    static func release(_ claim: CreateClaim?, _ tx: Transaction) async throws(StoreError) {
+        guard let claim else { return }
+        try await tx.query(
+            "DELETE FROM vault_creates WHERE scope = ? AND kind = ? AND idempotency_key = ?", [claim.scope, claim.kind, claim.key])
+    }
+
+    public func update(_ id: String, _ change: CustomerChange, uniqueReference: Bool) async throws(StoreError) -> CustomerUpdate {
+        try await db.transaction { (tx) throws(StoreError) in
+            guard try await !tx.query("SELECT id FROM vault_customers WHERE id = ?", [id]).isEmpty else { return .customerNotFound }
+            if let instrument = change.defaultInstrument {
+                guard try await !tx.query(
+                    "SELECT id FROM vault_instruments WHERE id = ? AND customer = ?", [instrument, id]).isEmpty else { return .instrumentNotFound }
+            }
+            if let reference = change.reference {
+                if uniqueReference, let reference, try await !Self.takeReference(reference, for: id, tx) { return .referenceTaken }
+                try await tx.query(
+                    "DELETE FROM vault_customer_references WHERE customer = ? AND reference <> ?", [id, reference ?? ""])
+                try await tx.query("UPDATE vault_customers SET reference = ? WHERE id = ?", [reference, id])
+            }
+            if let instrument = change.defaultInstrument {
+                try await tx.query("UPDATE vault_customers SET default_instrument = ? WHERE id = ?", [instrument, id])
+            }
+            return .updated
+        }
+    }
+
+    public func delete(_ id: String) async throws(StoreError) -> CustomerDeletion {
+        try await db.transaction { (tx) throws(StoreError) in
+            guard try await !tx.query("SELECT id FROM vault_customers WHERE id = ?", [id]).isEmpty else { return .customerNotFound }
+            let inFlight = try await tx.query("""
+                SELECT p.id FROM vault_payments p JOIN vault_instruments i ON p.token = i.id
+                WHERE i.customer = ? AND p.status IN ('processing', 'requires_action') LIMIT 1
+                """, [id])
+            guard inFlight.isEmpty else { return .paymentInFlight }
+            let cancelled = try await tx.query(
+                "UPDATE vault_mandates SET status = 'cancelled' WHERE customer = ? AND status = 'active' RETURNING id", [id]
+            ).map { (r) throws(StoreError) in try r.string(0) }
+            let instruments = try await tx.query("DELETE FROM vault_instruments WHERE customer = ? RETURNING id", [id])
+                .map { (r) throws(StoreError) in try r.string(0) }
+            try await tx.query("DELETE FROM vault_customer_references WHERE customer = ?", [id])
+            try await tx.query("DELETE FROM vault_customers WHERE id = ?", [id])
+            return .erased(CustomerErasure(customer: id, instruments: instruments.sorted(), mandatesCancelled: cancelled.sorted()))
+        }
+    }
+
+    public func adoptUniqueReferences() async throws(StoreError) -> Int {
+        try await db.transaction { (tx) throws(StoreError) in
+            try await tx.query("""
+                INSERT INTO vault_customer_references (reference, customer)
+                SELECT c.reference, c.id FROM vault_customers c
+                WHERE c.reference IS NOT NULL AND NOT EXISTS (
+                    SELECT 1 FROM vault_customers o WHERE o.reference = c.reference AND (o.created_at < c.created_at OR (o.created_at = c.created_at AND o.id < c.id)))
+                ON CONFLICT (reference) DO NOTHING
+                """)
+            let shared = try await tx.query("""
+                SELECT COUNT(*) FROM vault_customers c
+                WHERE c.reference IS NOT NULL AND NOT EXISTS (SELECT 1 FROM vault_customer_references r WHERE r.customer = c.id)
+                """)
+            return try shared.first?.int(0) ?? 0
+        }
     }
 
     public func customer(_ id: String) async throws(StoreError) -> CustomerRecord? {
@@ -39,7 +125,7 @@ public final class SQLCustomerStore: CustomerStore, MandateStore {
     public func attach(_ i: InstrumentRecord, makeDefault: Bool) async throws(StoreError) -> Bool {
         let json = i.envelope.json
         return try await db.transaction { (tx) throws(StoreError) in
-            // Nothing attaches to a customer that does not exist (customers are never deleted).
+            // Nothing attaches to a customer that does not exist (or was deleted meanwhile).
             let inserted = try await tx.query("""
                 INSERT INTO vault_instruments (id, customer, envelope, created_at)
                 SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM vault_customers WHERE id = ?) RETURNING id

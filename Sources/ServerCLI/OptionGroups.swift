@@ -81,6 +81,9 @@ public struct SidecarOptions: ParsableArguments {
     @Option(name: .customLong(S.sessionMaxAttempts.flag), help: S.sessionMaxAttempts.argumentHelp)
     public var sessionMaxAttempts: Double?
 
+    @Flag(name: .customLong(S.customerReferenceUnique.flag), help: S.customerReferenceUnique.argumentHelp)
+    public var customerReferenceUnique = false
+
     public init() {}
 }
 

@@ -89,6 +89,9 @@ public enum SidecarSettings: SettingsSection {
     public static let sessionMaxAttempts = Setting(
         .sidecar, "session_max_attempts", default: String(SessionService.defaultMaxAttempts), maximum: 1000,
         help: "Failed payment attempts a checkout session allows before it is closed (SESSION_ATTEMPTS_EXCEEDED), 1 to 1000.")
+    public static let customerReferenceUnique = Setting(
+        .sidecar, "customer_reference_unique", default: "false",
+        help: "A customer reference names at most one customer of the store (CUSTOMER_REFERENCE_TAKEN); existing ones are adopted at start, the oldest customer keeping a shared one.")
     public static let auditLog = Setting(
         .sidecar, "audit_log",
         help: "Append an audit line per tokenize, read, delete, pay, confirm and key reload to this file (docs/audit-log.md).")
@@ -102,7 +105,7 @@ public enum SidecarSettings: SettingsSection {
 
     public static let all = [
         socket, socketMode, socketGroup, store, keys, tokenTTL, cvcTTL, allow, gateway, reconcileAfter, sessionMaxAttempts,
-        auditLog, logLevel, logFormat, logRequests,
+        customerReferenceUnique, auditLog, logLevel, logFormat, logRequests,
     ]
 }
 

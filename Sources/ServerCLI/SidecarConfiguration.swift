@@ -38,6 +38,7 @@ extension SidecarServer.Configuration {
             throw VaultError(.configInvalid, "sidecar.session_max_attempts must be a whole number from 1 to 1000", field: "sidecar.session_max_attempts")
         }
         c.sessionMaxAttempts = Int(attempts)
+        c.customerReferenceUnique = try s.bool(S.customerReferenceUnique, flag: o.sidecar.customerReferenceUnique)
         c.auditLogPath = try s.string(S.auditLog, flag: o.logging.auditLog)
         c.logRequests = try s.bool(S.logRequests, flag: o.logging.logRequests)
         let log = try s.logSetup(S.self, o.logging)

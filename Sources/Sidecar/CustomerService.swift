@@ -13,17 +13,70 @@ public struct CustomerService: Sendable {
     let tokenizer: Tokenizer
     let customers: any CustomerStore
     let now: @Sendable () -> Date
+    /// `customer_reference_unique`: a reference names at most one customer of the store.
+    let uniqueReference: Bool
 
-    public init(tokenizer: Tokenizer, customers: any CustomerStore, now: @escaping @Sendable () -> Date = Date.init) {
+    public init(
+        tokenizer: Tokenizer, customers: any CustomerStore, uniqueReference: Bool = false, now: @escaping @Sendable () -> Date = Date.init
+    ) {
         self.tokenizer = tokenizer
         self.customers = customers
+        self.uniqueReference = uniqueReference
         self.now = now
     }
 
-    public func create(reference: String?) async throws(VaultError) -> CustomerRecord {
+    /// Makes a customer; with an idempotency key (`key`, in the caller's `scope`), a retry of the
+    /// same request answers the customer made the first time (`replayed`), as it is now.
+    public func create(reference: String?, key: String? = nil, scope: String = "global") async throws(VaultError) -> (CustomerRecord, replayed: Bool) {
         let c = CustomerRecord(id: RandomID.make(prefix: "cus_"), reference: reference, createdAt: now())
-        try await store { () throws(StoreError) in try await customers.create(c) }
-        return c
+        let claim = key.map { CreateClaim(scope: scope, kind: "customer", key: $0, requestHash: Self.requestHash(["reference": reference])) }
+        switch try await store({ () throws(StoreError) in try await customers.create(c, claim: claim, uniqueReference: uniqueReference) }) {
+        case .created: return (c, false)
+        case .replay(let id):
+            guard let made = try await store({ () throws(StoreError) in try await customers.customer(id) }) else {
+                throw VaultError(.customerNotFound, "the customer this idempotency key made has been deleted")
+            }
+            return (made, true)
+        case .keyReused: throw VaultError(.idempotencyKeyReused, "this idempotency key made a customer with another request", field: "idempotency_key")
+        case .referenceTaken: throw VaultError(.customerReferenceTaken, "another customer has this reference", field: "reference")
+        }
+    }
+
+    /// Changes a customer's reference and/or default instrument.
+    public func update(_ id: String, _ change: CustomerChange) async throws(VaultError) {
+        switch try await store({ () throws(StoreError) in try await customers.update(id, change, uniqueReference: uniqueReference) }) {
+        case .updated: return
+        case .customerNotFound: throw VaultError(.customerNotFound, "no customer with that id")
+        case .instrumentNotFound: throw VaultError(.instrumentNotFound, "this customer has no instrument with that id", field: "default_instrument")
+        case .referenceTaken: throw VaultError(.customerReferenceTaken, "another customer has this reference", field: "reference")
+        }
+    }
+
+    /// Deletes a customer: its instruments' envelopes are deleted, its mandates cancelled.
+    public func delete(_ id: String) async throws(VaultError) -> CustomerErasure {
+        switch try await store({ () throws(StoreError) in try await customers.delete(id) }) {
+        case .erased(let erasure): return erasure
+        case .customerNotFound: throw VaultError(.customerNotFound, "no customer with that id")
+        case .paymentInFlight:
+            throw VaultError(.customerPaymentInFlight, "a payment of this customer's instruments is still in flight; retry once it has settled")
+        }
+    }
+
+    /// The digest that says whether two creation requests are the same (`CreateClaim`).
+    public static func requestHash(_ fields: [String: String?]) -> String {
+        var text = ""
+        for key in fields.keys.sorted() {
+            text += key + "=" + (fields[key]!.map { "s" + $0 } ?? "n") + "\u{0}"
+        }
+        let digest = Array(text.utf8).withUnsafeBytes { Hash.blake2b256($0) }
+        return digest.map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// `{"id","deleted":true,"erased":{"instruments":[…],"mandates_cancelled":[…]}}`.
+    public static func erasureJSON(_ e: CustomerErasure) -> String {
+        "{\"id\":\"\(e.customer)\",\"deleted\":true,\"erased\":{\"instruments\":["
+            + e.instruments.map { "\"\($0)\"" }.joined(separator: ",") + "],\"mandates_cancelled\":["
+            + e.mandatesCancelled.map { "\"\($0)\"" }.joined(separator: ",") + "]}}"
     }
 
     public func customer(_ id: String) async throws(VaultError) -> (CustomerRecord, [InstrumentRecord]) {

@@ -35,6 +35,8 @@ public struct SidecarServer: Sendable {
         /// Failed payment attempts a checkout session allows before it is closed
         /// (`SESSION_ATTEMPTS_EXCEEDED`): the limit on card testing through sessions.
         public var sessionMaxAttempts = SessionService.defaultMaxAttempts
+        /// A customer reference names at most one customer of the store.
+        public var customerReferenceUnique = false
         /// The audit log (docs/audit-log.md); nil: none.
         public var auditLogPath: String?
         /// Log each request (method, route, status, duration) at info level; off by default.
@@ -90,7 +92,13 @@ public struct SidecarServer: Sendable {
         if fingerprinter != nil {
             services.append(FingerprintFiller(tokenizer: tokenizer, interval: configuration.sweepInterval, logger: logger, metrics: metrics))
         }
-        let customers = CustomerService(tokenizer: tokenizer, customers: customerStore)
+        let customers = CustomerService(tokenizer: tokenizer, customers: customerStore, uniqueReference: configuration.customerReferenceUnique)
+        if configuration.customerReferenceUnique {
+            let shared = try await customerStore.adoptUniqueReferences()
+            if shared > 0 {
+                logger.warning("customer references are unique from now on; existing customers share some", metadata: ["customers_sharing": "\(shared)"])
+            }
+        }
         let payments = configuration.gatewaySocket.map {
             PaymentService(
                 tokenizer: tokenizer, payments: paymentStore, gateway: GatewayClient(socketPath: $0), customers: customers, logger: self.logger,

@@ -60,7 +60,7 @@ extension Database {
 
 /// The schema, as one list for both backends (docs/configuration.md "The store").
 public enum Migrations {
-    public static let all: [Migration] = [base, ledger, cvcColumnsGone]
+    public static let all: [Migration] = [base, ledger, cvcColumnsGone, createsAndReferences]
 
     /// Every table the vault had when the store layer became one (tokens, payments, sessions,
     /// customers, instruments, mandates). `IF NOT EXISTS` throughout: a PostgreSQL store made
@@ -208,6 +208,21 @@ public enum Migrations {
             try await tx.query("UPDATE vault_tokens SET \(column) = NULL")
             try await tx.query("ALTER TABLE vault_tokens DROP COLUMN \(column)")
         }
+    }
+
+    /// Idempotent creation of customers, sessions and mandates (`CreateClaim`), and the
+    /// references of customers when `customer_reference_unique` is on (one row per reference:
+    /// its primary key makes a reference unique across every sidecar of the store).
+    static let createsAndReferences = Migration("0004-creates-and-customer-references") { (d: Dialect) in
+        [
+            """
+            CREATE TABLE IF NOT EXISTS vault_creates (
+                scope TEXT NOT NULL, kind TEXT NOT NULL, idempotency_key TEXT NOT NULL, request_hash TEXT NOT NULL,
+                object_id TEXT NOT NULL, created_at \(d.int) NOT NULL, PRIMARY KEY (scope, kind, idempotency_key))
+            """,
+            "CREATE TABLE IF NOT EXISTS vault_customer_references (reference TEXT PRIMARY KEY NOT NULL, customer TEXT NOT NULL)",
+            "CREATE INDEX IF NOT EXISTS vault_customer_references_customer ON vault_customer_references (customer)",
+        ]
     }
 
     /// A SQLite store made before the store layer (GRDB's named migrations, tables without the

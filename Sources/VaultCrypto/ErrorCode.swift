@@ -138,6 +138,8 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
     case paymentNotFound = "PAYMENT_NOT_FOUND"
     case customerNotFound = "CUSTOMER_NOT_FOUND"
     case instrumentNotFound = "INSTRUMENT_NOT_FOUND"
+    case customerReferenceTaken = "CUSTOMER_REFERENCE_TAKEN"
+    case customerPaymentInFlight = "CUSTOMER_PAYMENT_IN_FLIGHT"
     case customerHasNoInstrument = "CUSTOMER_HAS_NO_INSTRUMENT"
     case sessionNotFound = "SESSION_NOT_FOUND"
     case sessionExpired = "SESSION_EXPIRED"
@@ -319,12 +321,14 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
         case .threeDSActionInvalid: Self.e(422, .failure, "a sandbox challenge action that does not exist")
         case .threeDSTransactionNotFound: Self.e(404, .failure, "no sandbox challenge with that transaction id")
 
-        case .idempotencyKeyReused: Self.e(409, .failure, "the idempotency key was used for a different payment request")
+        case .idempotencyKeyReused: Self.e(409, .failure, "the idempotency key was used for a different request")
         case .idempotencyKeyConflict: Self.e(422, .invalidInput, "the Idempotency-Key header and the idempotency_key field differ")
         case .paymentInProgress: Self.e(409, .failure, "the first request under this key is still being processed")
         case .paymentNotFound: Self.e(404, .failure, "no payment with that id")
         case .customerNotFound: Self.e(404, .failure, "no customer with that id")
         case .instrumentNotFound: Self.e(404, .failure, "the customer has no instrument with that id")
+        case .customerReferenceTaken: Self.e(409, .failure, "another customer has this reference (customer_reference_unique)")
+        case .customerPaymentInFlight: Self.e(409, .failure, "a payment of the customer's instruments is still in flight")
         case .customerHasNoInstrument: Self.e(422, .failure, "a payment by customer, and the customer has no default instrument")
         case .sessionNotFound: Self.e(404, .failure, "no checkout session with that id")
         case .sessionExpired: Self.e(410, .failure, "the checkout session's TTL has passed")

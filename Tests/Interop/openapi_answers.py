@@ -194,6 +194,22 @@ try:
     call("DELETE", f"/v1/mandates/{md['id']}", expect=204)
     call("GET", "/v1/mandates/mdt_nothing", expect=404)
     call("DELETE", f"/v1/customers/{cu['id']}/instruments/{ins2['id']}", expect=204)
+    # Customers: idempotent creation, update, erasure.
+    _, _, cx = call("POST", "/v1/customers", {"reference": "gdpr-subject"}, headers={"Idempotency-Key": "customer-x"}, expect=201)
+    _, h, again = call("POST", "/v1/customers", {"reference": "gdpr-subject", "idempotency_key": "customer-x"}, expect=200)
+    if not (isinstance(again, dict) and again.get("id") == cx["id"] and h.get("Idempotent-Replayed") == "true"):
+        problems.append(f"customer replay: {h} {again}")
+    call("POST", "/v1/customers", {"reference": "someone-else"}, headers={"Idempotency-Key": "customer-x"}, expect=409)
+    call("POST", f"/v1/customers/{cx['id']}", {"reference": None}, expect=200)
+    _, _, t6 = call("POST", "/v1/tokens", {"card": card("5555555555554444")}, expect=201)
+    _, _, ins6 = call("POST", f"/v1/customers/{cx['id']}/instruments", {"token": t6["token"]}, expect=201)
+    call("POST", f"/v1/customers/{cx['id']}", {"reference": "gdpr-subject-2", "default_instrument": ins6["id"]}, expect=200)
+    call("POST", f"/v1/customers/{cx['id']}", {"default_instrument": "ins_nothing"}, expect=404)
+    _, _, erased = call("DELETE", f"/v1/customers/{cx['id']}", expect=200)
+    if not (isinstance(erased, dict) and erased.get("erased", {}).get("instruments") == [ins6["id"]]):
+        problems.append(f"customer erasure: {erased}")
+    call("GET", f"/v1/customers/{cx['id']}", expect=404)
+    call("DELETE", f"/v1/customers/{cx['id']}", expect=404)
     # Sessions: made, read, paid with a card (header key), replayed.
     _, _, se = call("POST", "/v1/sessions", {"amount": 900, "currency": "EUR"}, expect=201)
     call("GET", f"/v1/sessions/{se['id']}", expect=200)

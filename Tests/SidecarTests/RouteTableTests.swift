@@ -12,6 +12,7 @@ import Testing
             "POST /v1/tokens": "tokenize", "GET /v1/tokens/{token}": "read", "DELETE /v1/tokens/{token}": "delete",
             "POST /v1/payments": "pay", "GET /v1/payments/{payment}": "payment_read", "POST /v1/payments/{payment}/confirm": "confirm",
             "POST /v1/customers": "customer_create", "GET /v1/customers/{customer}": "customer_read",
+            "POST /v1/customers/{customer}": "customer_update", "DELETE /v1/customers/{customer}": "customer_delete",
             "POST /v1/customers/{customer}/instruments": "attach", "POST /v1/customers/{customer}/default_instrument": "set_default",
             "DELETE /v1/customers/{customer}/instruments/{instrument}": "detach",
             "POST /v1/sessions": "session_create", "GET /v1/sessions/{session}": "session_read", "POST /v1/sessions/{session}/pay": "pay",

@@ -14,6 +14,14 @@ struct CustomerController: Sendable {
         .init(SidecarRoute(.get, "/v1/customers/{customer}", action: "customer_read", access: [.pay, .admin])) { c, _, context in
             try await c.show(context.parameters.get("customer") ?? "", status: .ok)
         },
+        .init(SidecarRoute(.post, "/v1/customers/{customer}", action: "customer_update", access: [.pay, .admin])) { c, request, context in
+            try await c.update(request, customer: context.parameters.get("customer") ?? "")
+        },
+        .init(SidecarRoute(.delete, "/v1/customers/{customer}", action: "customer_delete", access: [.pay, .admin])) { c, _, context in
+            let erasure = try await c.service().delete(context.parameters.get("customer") ?? "")
+            AuditNote.current?.customer = erasure.customer
+            return JSONOut.response(.ok, CustomerService.erasureJSON(erasure))
+        },
         .init(SidecarRoute(.post, "/v1/customers/{customer}/instruments", action: "attach", access: [.pay, .admin])) { c, request, context in
             try await c.attach(request, customer: context.parameters.get("customer") ?? "")
         },
@@ -35,23 +43,63 @@ struct CustomerController: Sendable {
         return customers
     }
 
-    /// An empty body, or `{"reference":"…"}` → 201 with the customer.
+    /// An empty body, or `{"reference":"…","idempotency_key":"…"}` (or the `Idempotency-Key`
+    /// header) → 201 with the customer; a retry of the same request with the same key → 200 with
+    /// the customer it made, marked `Idempotent-Replayed: true`.
     func create(_ request: Request) async throws -> Response {
         let service = try service()
-        var reference: String?
+        let header = try RequestFields.idempotencyKeyHeader(request, reservedPrefix: MandateService.keyPrefix)
+        var reference: String?, bodyKey: String?
         if let length = request.headers[.contentLength], length != "0" {
-            reference = try await JSONBody.parse(request) { (r: inout JSONReader) throws(VaultError) -> String? in
-                var ref: String?
-                try r.readObject { (r, key) throws(VaultError) in
-                    guard key == "reference" else { throw VaultError(.requestFieldUnknown, "a customer has only reference") }
-                    ref = try RequestFields.freeText(r.readString(maxBytes: 128), field: "reference")
+            (reference, bodyKey) = try await JSONBody.parse(request) { (r: inout JSONReader) throws(VaultError) -> (String?, String?) in
+                var ref: String?, key: String?
+                try r.readObject { (r, key_) throws(VaultError) in
+                    switch key_ {
+                    case "reference": ref = try RequestFields.freeText(r.readString(maxBytes: 128), field: "reference")
+                    case "idempotency_key": key = try RequestFields.idempotencyKey(&r, reservedPrefix: MandateService.keyPrefix)
+                    default: throw VaultError(.requestFieldUnknown, "a customer has reference (and idempotency_key)")
+                    }
                 }
-                return ref
+                return (ref, key)
             }
         }
-        let c = try await service.create(reference: reference)
+        let key: String?
+        do throws(VaultError) {
+            key = header == nil && bodyKey == nil ? nil : try RequestFields.idempotencyKey(header: header, body: bodyKey)
+        } catch { throw APIError(error) }
+        let (c, replayed) = try await service.create(reference: reference, key: key, scope: Caller.paymentScope)
         AuditNote.current?.customer = c.id
+        if replayed {
+            let (current, instruments) = try await service.customer(c.id)
+            var response = JSONOut.response(.ok, CustomerService.json(current, instruments))
+            response.headers[.idempotentReplayed] = "true"
+            return response
+        }
         return JSONOut.response(.created, CustomerService.json(c, []))
+    }
+
+    /// `{"reference":"…"|null,"default_instrument":"ins_…"}` (either or both) → 200 with the customer.
+    func update(_ request: Request, customer: String) async throws -> Response {
+        let service = try service()
+        let change = try await JSONBody.parse(request) { (r: inout JSONReader) throws(VaultError) -> CustomerChange in
+            var change = CustomerChange()
+            try r.readObject { (r, key) throws(VaultError) in
+                switch key {
+                case "reference":
+                    change.reference = r.readNullIfPresent() ? .some(nil) : try RequestFields.freeText(r.readString(maxBytes: 128), field: "reference")
+                case "default_instrument":
+                    change.defaultInstrument = try RequestFields.freeText(r.readString(maxBytes: 64), field: "default_instrument")
+                default: throw VaultError(.requestFieldUnknown, "a customer update has reference and default_instrument")
+                }
+            }
+            guard change.reference != nil || change.defaultInstrument != nil else {
+                throw VaultError(.requestFieldMissing, "send reference and/or default_instrument", field: "reference")
+            }
+            return change
+        }
+        AuditNote.current?.customer = customer
+        try await service.update(customer, change)
+        return try await show(customer, status: .ok)
     }
 
     /// The customer and its instruments.
