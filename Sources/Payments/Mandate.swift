@@ -53,8 +53,17 @@ public struct MandateRecord: Sendable, Equatable {
 
 /// Where mandates live (`SQLCustomerStore` implements it, on either backend).
 public protocol MandateStore: Sendable {
-    func createMandate(_ mandate: MandateRecord) async throws(StoreError)
+    /// Stores a new mandate; with `claim`, under an idempotency key (`CreateClaim`: `.claimed`
+    /// when it was made now).
+    func createMandate(_ mandate: MandateRecord, claim: CreateClaim?) async throws(StoreError) -> CreateClaim.Outcome
     func mandate(_ id: String) async throws(StoreError) -> MandateRecord?
     /// False when there was no active mandate with that id.
     func cancelMandate(_ id: String) async throws(StoreError) -> Bool
+}
+
+extension MandateStore {
+    /// Stores a new mandate without an idempotency key.
+    public func createMandate(_ mandate: MandateRecord) async throws(StoreError) {
+        _ = try await createMandate(mandate, claim: nil)
+    }
 }

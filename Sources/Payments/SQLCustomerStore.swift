@@ -171,11 +171,18 @@ public final class SQLCustomerStore: CustomerStore, MandateStore {
 
     static let mandateColumns = "id, customer, instrument, amount, max_amount, currency, interval, max_cycles, status, created_at, expires_at"
 
-    public func createMandate(_ x: MandateRecord) async throws(StoreError) {
-        try await db.write(
-            "INSERT INTO vault_mandates (\(Self.mandateColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [x.id, x.customer, x.instrument, x.amount, x.maxAmount, x.currency, x.interval.rawValue, x.maxCycles, x.status.rawValue,
-             x.createdAt, x.expiresAt])
+    public func createMandate(_ x: MandateRecord, claim: CreateClaim?) async throws(StoreError) -> CreateClaim.Outcome {
+        try await db.transaction { (tx) throws(StoreError) in
+            if let claim {
+                let outcome = try await tx.claim(claim, objectID: x.id, at: x.createdAt)
+                guard outcome == .claimed else { return outcome }
+            }
+            try await tx.query(
+                "INSERT INTO vault_mandates (\(Self.mandateColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [x.id, x.customer, x.instrument, x.amount, x.maxAmount, x.currency, x.interval.rawValue, x.maxCycles, x.status.rawValue,
+                 x.createdAt, x.expiresAt])
+            return .claimed
+        }
     }
 
     public func mandate(_ id: String) async throws(StoreError) -> MandateRecord? {

@@ -104,12 +104,19 @@ public final class SQLPaymentStore: PaymentStore, SessionStore {
 
     // MARK: Sessions
 
-    public func createSession(_ x: SessionRecord) async throws(StoreError) {
-        try await db.write("""
-            INSERT INTO vault_sessions (id, amount, currency, brands, customer, status, payment_id, attempts, created_at, expires_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """, [x.id, x.amount, x.currency, x.acceptedBrands.joined(separator: ","), x.customer, x.status.rawValue, x.paymentID, x.attempts,
-                  x.createdAt, x.expiresAt])
+    public func createSession(_ x: SessionRecord, claim: CreateClaim?) async throws(StoreError) -> CreateClaim.Outcome {
+        try await db.transaction { (tx) throws(StoreError) in
+            if let claim {
+                let outcome = try await tx.claim(claim, objectID: x.id, at: x.createdAt)
+                guard outcome == .claimed else { return outcome }
+            }
+            try await tx.query("""
+                INSERT INTO vault_sessions (id, amount, currency, brands, customer, status, payment_id, attempts, created_at, expires_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """, [x.id, x.amount, x.currency, x.acceptedBrands.joined(separator: ","), x.customer, x.status.rawValue, x.paymentID, x.attempts,
+                      x.createdAt, x.expiresAt])
+            return .claimed
+        }
     }
 
     public func session(_ id: String) async throws(StoreError) -> SessionRecord? {

@@ -51,7 +51,9 @@ public struct SessionRecord: Sendable, Equatable {
 
 /// Where sessions live (`SQLPaymentStore` implements it, on either backend).
 public protocol SessionStore: Sendable {
-    func createSession(_ session: SessionRecord) async throws(StoreError)
+    /// Stores a new session; with `claim`, under an idempotency key (`CreateClaim`: `.claimed`
+    /// when it was made now).
+    func createSession(_ session: SessionRecord, claim: CreateClaim?) async throws(StoreError) -> CreateClaim.Outcome
     func session(_ id: String) async throws(StoreError) -> SessionRecord?
     /// Moves a session from `from` to `to` (recording `paymentID` if given), atomically. False
     /// when it was not in `from` (someone else claimed or completed it). Claiming an `open`
@@ -62,4 +64,11 @@ public protocol SessionStore: Sendable {
     /// session back to `open`, or to `closed` once `maxAttempts` attempts have failed. Returns
     /// the new status, or nil when the session was not `paying`.
     func failSessionAttempt(_ id: String, maxAttempts: Int) async throws(StoreError) -> SessionRecord.Status?
+}
+
+extension SessionStore {
+    /// Stores a new session without an idempotency key.
+    public func createSession(_ session: SessionRecord) async throws(StoreError) {
+        _ = try await createSession(session, claim: nil)
+    }
 }

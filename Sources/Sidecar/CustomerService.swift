@@ -29,7 +29,7 @@ public struct CustomerService: Sendable {
     /// same request answers the customer made the first time (`replayed`), as it is now.
     public func create(reference: String?, key: String? = nil, scope: String = "global") async throws(VaultError) -> (CustomerRecord, replayed: Bool) {
         let c = CustomerRecord(id: RandomID.make(prefix: "cus_"), reference: reference, createdAt: now())
-        let claim = key.map { CreateClaim(scope: scope, kind: "customer", key: $0, requestHash: Self.requestHash(["reference": reference])) }
+        let claim = key.map { CreateClaim(scope: scope, kind: "customer", key: $0, requestHash: CreateClaim.requestHash(["reference": reference])) }
         switch try await store({ () throws(StoreError) in try await customers.create(c, claim: claim, uniqueReference: uniqueReference) }) {
         case .created: return (c, false)
         case .replay(let id):
@@ -60,16 +60,6 @@ public struct CustomerService: Sendable {
         case .paymentInFlight:
             throw VaultError(.customerPaymentInFlight, "a payment of this customer's instruments is still in flight; retry once it has settled")
         }
-    }
-
-    /// The digest that says whether two creation requests are the same (`CreateClaim`).
-    public static func requestHash(_ fields: [String: String?]) -> String {
-        var text = ""
-        for key in fields.keys.sorted() {
-            text += key + "=" + (fields[key]!.map { "s" + $0 } ?? "n") + "\u{0}"
-        }
-        let digest = Array(text.utf8).withUnsafeBytes { Hash.blake2b256($0) }
-        return digest.map { String(format: "%02x", $0) }.joined()
     }
 
     /// `{"id","deleted":true,"erased":{"instruments":[…],"mandates_cancelled":[…]}}`.

@@ -21,10 +21,12 @@ public struct MandateService: Sendable {
         self.now = now
     }
 
+    /// Makes a mandate; with an idempotency key (`key`, in the caller's `scope`), a retry of the
+    /// same request answers the mandate made the first time (`replayed`), as it is now.
     public func create(
         customer: String, instrument: String?, amount: Int, maxAmount: Int, currency: Currency, interval: MandateRecord.Interval,
-        maxCycles: Int, expiresAt: Date
-    ) async throws(VaultError) -> MandateRecord {
+        maxCycles: Int, expiresAt: Date, key: String? = nil, scope: String = "global"
+    ) async throws(VaultError) -> (MandateRecord, replayed: Bool) {
         let (c, instruments) = try await customers.customer(customer)
         guard let chosen = instrument ?? c.defaultInstrument, instruments.contains(where: { $0.id == chosen }) else {
             throw VaultError(.instrumentNotFound, "this customer has no such instrument (or no default one)")
@@ -38,8 +40,18 @@ public struct MandateService: Sendable {
         let m = MandateRecord(
             id: RandomID.make(prefix: "mdt_"), customer: customer, instrument: chosen, amount: amount, maxAmount: maxAmount,
             currency: currency.code, interval: interval, maxCycles: maxCycles, createdAt: now(), expiresAt: expiresAt)
-        try await store { () throws(StoreError) in try await mandates.createMandate(m) }
-        return m
+        let claim = key.map {
+            CreateClaim(scope: scope, kind: "mandate", key: $0, requestHash: CreateClaim.requestHash([
+                "customer": customer, "instrument": instrument, "amount": String(amount), "max_amount": String(maxAmount),
+                "currency": currency.code, "interval": interval.rawValue, "max_cycles": String(maxCycles),
+                "expires_at": String(Int(expiresAt.timeIntervalSince1970)),
+            ]))
+        }
+        switch try await store({ () throws(StoreError) in try await mandates.createMandate(m, claim: claim) }) {
+        case .claimed: return (m, false)
+        case .replay(let id): return (try await mandate(id), true)
+        case .reused: throw VaultError(.idempotencyKeyReused, "this idempotency key made a mandate with another request", field: "idempotency_key")
+        }
     }
 
     public func mandate(_ id: String) async throws(VaultError) -> MandateRecord {

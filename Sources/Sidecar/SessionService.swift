@@ -34,13 +34,26 @@ public struct SessionService: Sendable {
     /// Default of `session_max_attempts`.
     public static let defaultMaxAttempts = 3
 
-    public func create(amount: Int, currency: Currency, acceptedBrands: [CardBrand], customer: String?, ttl: Double) async throws(VaultError) -> SessionRecord {
+    /// Makes a session; with an idempotency key (`key`, in the caller's `scope`), a retry of the
+    /// same request answers the session made the first time (`replayed`), as it is now.
+    public func create(
+        amount: Int, currency: Currency, acceptedBrands: [CardBrand], customer: String?, ttl: Double, key: String? = nil, scope: String = "global"
+    ) async throws(VaultError) -> (SessionRecord, replayed: Bool) {
         let t = now()
         let s = SessionRecord(
             id: RandomID.make(prefix: "sess_"), amount: amount, currency: currency.code, acceptedBrands: acceptedBrands.map(\.rawValue),
             customer: customer, createdAt: t, expiresAt: t.addingTimeInterval(ttl))
-        try await store { () throws(StoreError) in try await sessions.createSession(s) }
-        return s
+        let claim = key.map {
+            CreateClaim(scope: scope, kind: "session", key: $0, requestHash: CreateClaim.requestHash([
+                "amount": String(amount), "currency": currency.code, "accepted_brands": s.acceptedBrands.joined(separator: ","),
+                "customer": customer, "ttl_seconds": String(ttl),
+            ]))
+        }
+        switch try await store({ () throws(StoreError) in try await sessions.createSession(s, claim: claim) }) {
+        case .claimed: return (s, false)
+        case .replay(let id): return (try await session(id), true)
+        case .reused: throw VaultError(.idempotencyKeyReused, "this idempotency key made a session with another request", field: "idempotency_key")
+        }
     }
 
     public func session(_ id: String) async throws(VaultError) -> SessionRecord {

@@ -4,6 +4,7 @@ import HTTPTypes
 import Hummingbird
 import Payments
 import SocketHTTP
+import VaultCrypto
 import Tokenizer
 
 /// A route of the sidecar: method, path, audit action, and the roles that may call it (nil: any
@@ -87,6 +88,25 @@ public struct SidecarRoutes: Sendable {
 
     /// `2026-11-23T12:50:59Z` (UTC, whole seconds).
     static func iso(_ d: Date) -> String { JSONOut.iso(d) }
+}
+
+/// A POST that creates something (a customer, a session, a mandate) under an optional
+/// idempotency key (`CreateClaim`).
+enum IdempotentCreate {
+    /// The key of the request: the `Idempotency-Key` header's, the body's `idempotency_key`, both
+    /// if equal (`IDEMPOTENCY_KEY_CONFLICT` if not), or nil when neither is given.
+    static func key(header: String?, body: String?) throws(APIError) -> String? {
+        guard header != nil || body != nil else { return nil }
+        do throws(VaultError) { return try RequestFields.idempotencyKey(header: header, body: body) } catch { throw APIError(error) }
+    }
+
+    /// 201 with what was made, or 200 with what a replayed key made (`Idempotent-Replayed: true`).
+    static func response(_ json: String, replayed: Bool) -> Response {
+        guard replayed else { return JSONOut.response(.created, json) }
+        var response = JSONOut.response(.ok, json)
+        response.headers[.idempotentReplayed] = "true"
+        return response
+    }
 }
 
 extension HTTPField.Name {

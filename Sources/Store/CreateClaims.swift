@@ -1,4 +1,5 @@
 import Foundation
+import VaultCrypto
 
 /// Creation under an idempotency key (README "Conventions"): a POST that creates something
 /// (a customer, a checkout session, a mandate) and carries an `Idempotency-Key` claims the key in
@@ -20,6 +21,17 @@ public struct CreateClaim: Sendable, Equatable {
         self.kind = kind
         self.key = key
         self.requestHash = requestHash
+    }
+
+    /// The digest that says whether two creation requests are the same: BLAKE2b-256 of the
+    /// request's fields (names sorted; a missing value differs from an empty one), hex.
+    public static func requestHash(_ fields: [String: String?]) -> String {
+        var text = ""
+        for key in fields.keys.sorted() {
+            text += key + "=" + (fields[key]!.map { "s" + $0 } ?? "n") + "\u{0}"
+        }
+        let digest = Array(text.utf8).withUnsafeBytes { Hash.blake2b256($0) }
+        return digest.map { String(format: "%02x", $0) }.joined()
     }
 
     /// What claiming found.

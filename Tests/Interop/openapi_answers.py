@@ -189,6 +189,12 @@ try:
     _, _, md = call("POST", f"/v1/customers/{cu['id']}/mandates", {"amount": 400, "max_amount": 800, "currency": "EUR", "interval": "month",
                                                                     "max_cycles": 12, "expires_at": expires}, expect=201)
     call("GET", f"/v1/mandates/{md['id']}", expect=200)
+    plan = {"amount": 500, "max_amount": 500, "currency": "EUR", "interval": "week", "max_cycles": 4, "expires_at": expires}
+    _, _, m1 = call("POST", f"/v1/customers/{cu['id']}/mandates", plan, headers={"Idempotency-Key": "mandate-x"}, expect=201)
+    _, h, m2 = call("POST", f"/v1/customers/{cu['id']}/mandates", dict(plan, idempotency_key="mandate-x"), expect=200)
+    if not (isinstance(m2, dict) and m2.get("id") == m1.get("id") and h.get("Idempotent-Replayed") == "true"):
+        problems.append(f"mandate replay: {h} {m2}")
+    call("POST", f"/v1/customers/{cu['id']}/mandates", dict(plan, amount=400), headers={"Idempotency-Key": "mandate-x"}, expect=409)
     call("POST", f"/v1/mandates/{md['id']}/charges", {"cycle": 1}, expect=201)
     call("POST", f"/v1/mandates/{md['id']}/charges", {"cycle": 1}, expect=200)
     call("DELETE", f"/v1/mandates/{md['id']}", expect=204)
@@ -212,6 +218,12 @@ try:
     call("DELETE", f"/v1/customers/{cx['id']}", expect=404)
     # Sessions: made, read, paid with a card (header key), replayed.
     _, _, se = call("POST", "/v1/sessions", {"amount": 900, "currency": "EUR"}, expect=201)
+    _, _, s1 = call("POST", "/v1/sessions", {"amount": 901, "currency": "EUR", "idempotency_key": "session-x"}, expect=201)
+    _, h, s2 = call("POST", "/v1/sessions", {"amount": 901, "currency": "EUR"}, headers={"Idempotency-Key": "session-x"}, expect=200)
+    if not (isinstance(s2, dict) and s2.get("id") == s1.get("id") and h.get("Idempotent-Replayed") == "true"):
+        problems.append(f"session replay: {h} {s2}")
+    call("POST", "/v1/sessions", {"amount": 902, "currency": "EUR", "idempotency_key": "session-x"}, expect=409)
+    call("POST", "/v1/sessions", {"amount": 902, "currency": "EUR", "idempotency_key": "session-y"}, headers={"Idempotency-Key": "session-z"}, expect=422)
     call("GET", f"/v1/sessions/{se['id']}", expect=200)
     call("POST", f"/v1/sessions/{se['id']}/pay", {"card": card("4242424242424242")}, headers={"Idempotency-Key": "session-pay"}, expect=201)
     call("POST", f"/v1/sessions/{se['id']}/pay", {"card": card("4242424242424242"), "idempotency_key": "session-pay"}, expect=200)

@@ -63,19 +63,11 @@ struct CustomerController: Sendable {
                 return (ref, key)
             }
         }
-        let key: String?
-        do throws(VaultError) {
-            key = header == nil && bodyKey == nil ? nil : try RequestFields.idempotencyKey(header: header, body: bodyKey)
-        } catch { throw APIError(error) }
+        let key = try IdempotentCreate.key(header: header, body: bodyKey)
         let (c, replayed) = try await service.create(reference: reference, key: key, scope: Caller.paymentScope)
         AuditNote.current?.customer = c.id
-        if replayed {
-            let (current, instruments) = try await service.customer(c.id)
-            var response = JSONOut.response(.ok, CustomerService.json(current, instruments))
-            response.headers[.idempotentReplayed] = "true"
-            return response
-        }
-        return JSONOut.response(.created, CustomerService.json(c, []))
+        let instruments = replayed ? try await service.customer(c.id).1 : []
+        return IdempotentCreate.response(CustomerService.json(c, instruments), replayed: replayed)
     }
 
     /// `{"reference":"…"|null,"default_instrument":"ins_…"}` (either or both) → 200 with the customer.

@@ -32,12 +32,14 @@ struct MandateController: Sendable {
 
     struct NewMandate {
         var instrument: String?, amount: Int?, maxAmount: Int?, currency: Currency?, interval: MandateRecord.Interval?
-        var maxCycles: Int?, expires: Date?
+        var maxCycles: Int?, expires: Date?, key: String?
     }
 
     /// `{"instrument","amount","max_amount","currency","interval":"day|week|month","max_cycles","expires_at":"ISO 8601"}` → 201.
+    /// An optional `idempotency_key` (or `Idempotency-Key` header) makes it idempotent: a replay → 200.
     func create(_ request: Request, customer: String) async throws -> Response {
         let service = try service()
+        let header = try RequestFields.idempotencyKeyHeader(request, reservedPrefix: MandateService.keyPrefix)
         let m = try await JSONBody.parse(request) { (r: inout JSONReader) throws(VaultError) -> NewMandate in
             var m = NewMandate()
             try r.readObject { (r, key) throws(VaultError) in try Self.read(key, from: &r, into: &m) }
@@ -48,10 +50,11 @@ struct MandateController: Sendable {
         else {
             throw APIError(.requestFieldMissing, "a mandate needs amount, max_amount, currency, interval, max_cycles and expires_at")
         }
-        let made = try await service.create(
+        let (made, replayed) = try await service.create(
             customer: customer, instrument: m.instrument, amount: amount, maxAmount: maxAmount, currency: currency,
-            interval: interval, maxCycles: maxCycles, expiresAt: expires)
-        return JSONOut.response(.created, MandateService.json(made))
+            interval: interval, maxCycles: maxCycles, expiresAt: expires, key: try IdempotentCreate.key(header: header, body: m.key),
+            scope: Caller.paymentScope)
+        return IdempotentCreate.response(MandateService.json(made), replayed: replayed)
     }
 
     static func read(_ key: String, from r: inout JSONReader, into m: inout NewMandate) throws(VaultError) {
@@ -75,7 +78,10 @@ struct MandateController: Sendable {
                 throw VaultError(.requestFieldInvalid, "expires_at is an ISO 8601 time such as 2027-01-31T00:00:00Z", field: "expires_at")
             }
             m.expires = d
-        default: throw VaultError(.requestFieldUnknown, "a mandate has instrument, amount, max_amount, currency, interval, max_cycles, expires_at")
+        case "idempotency_key": m.key = try RequestFields.idempotencyKey(&r, reservedPrefix: MandateService.keyPrefix)
+        default:
+            throw VaultError(
+                .requestFieldUnknown, "a mandate has instrument, amount, max_amount, currency, interval, max_cycles, expires_at (and idempotency_key)")
         }
     }
 

@@ -30,21 +30,24 @@ struct SessionController: Sendable {
     func service() throws(APIError) -> SessionService { try SidecarRoutes.needGateway(sessions) }
 
     struct NewSession {
-        var amount: Int?, currency: Currency?, brands: [CardBrand] = [], customer: String?, ttl = 900.0
+        var amount: Int?, currency: Currency?, brands: [CardBrand] = [], customer: String?, ttl = 900.0, key: String?
     }
 
-    /// `{"amount","currency","accepted_brands":["visa",…],"customer":"cus_…","ttl_seconds":900}` → 201.
+    /// `{"amount","currency","accepted_brands":["visa",…],"customer":"cus_…","ttl_seconds":900}`
+    /// (and an optional `idempotency_key` or `Idempotency-Key` header) → 201; a replay → 200.
     func create(_ request: Request) async throws -> Response {
         let service = try service()
+        let header = try RequestFields.idempotencyKeyHeader(request, reservedPrefix: MandateService.keyPrefix)
         let s = try await JSONBody.parse(request) { (r: inout JSONReader) throws(VaultError) -> NewSession in
             var s = NewSession()
             try r.readObject { (r, key) throws(VaultError) in try Self.read(key, from: &r, into: &s) }
             return s
         }
-        let session = try await service.create(
+        let (session, replayed) = try await service.create(
             amount: try JSONBody.required(s.amount, "amount"), currency: try JSONBody.required(s.currency, "currency"),
-            acceptedBrands: s.brands, customer: s.customer, ttl: s.ttl)
-        return JSONOut.response(.created, SessionService.json(session))
+            acceptedBrands: s.brands, customer: s.customer, ttl: s.ttl, key: try IdempotentCreate.key(header: header, body: s.key),
+            scope: Caller.paymentScope)
+        return IdempotentCreate.response(SessionService.json(session), replayed: replayed)
     }
 
     static func read(_ key: String, from r: inout JSONReader, into s: inout NewSession) throws(VaultError) {
@@ -66,7 +69,8 @@ struct SessionController: Sendable {
                 throw VaultError(.requestFieldInvalid, "ttl_seconds is 1 to 3600", field: "ttl_seconds")
             }
             s.ttl = Double(t)
-        default: throw VaultError(.requestFieldUnknown, "a session has amount, currency, accepted_brands, customer and ttl_seconds")
+        case "idempotency_key": s.key = try RequestFields.idempotencyKey(&r, reservedPrefix: MandateService.keyPrefix)
+        default: throw VaultError(.requestFieldUnknown, "a session has amount, currency, accepted_brands, customer, ttl_seconds (and idempotency_key)")
         }
     }
 
