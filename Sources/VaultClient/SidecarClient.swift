@@ -2,7 +2,10 @@ import CardRules
 import Foundation
 import VaultCrypto
 
-/// Talks to a running sidecar over its Unix socket (HTTP/1.1, one connection per call).
+/// Talks to a running sidecar over its Unix socket (HTTP/1.1 with keep-alive: a call reuses an
+/// idle connection of this client, and its copies, when there is one; up to
+/// `maxIdleConnections` are kept; a call that waits longer than `timeout` seconds to send or
+/// for its answer fails with `SIDECAR_UNREACHABLE` and its connection is closed).
 ///
 /// For non-PCI callers: seal locally with the public key (`CardSealer`) and send only the
 /// envelope (`tokenize(envelope:)`); or, for ops scripts, send a raw card JSON held in
@@ -11,9 +14,16 @@ import VaultCrypto
 public struct SidecarClient: Sendable {
     /// The socket path.
     public let socketPath: String
+    /// Seconds a call may wait to send its request, and then for each read of its answer.
+    public let timeout: Double
+    let pool: ConnectionPool
 
     /// A client for the sidecar at `socketPath`.
-    public init(socketPath: String) { self.socketPath = socketPath }
+    public init(socketPath: String, timeout: Double = 30, maxIdleConnections: Int = 8) {
+        self.socketPath = socketPath
+        self.timeout = timeout
+        pool = ConnectionPool(maxIdle: maxIdleConnections)
+    }
 
     /// An answer: status and JSON body (metadata only).
     public struct Answer: Sendable {
@@ -116,15 +126,35 @@ public struct SidecarClient: Sendable {
         try body.withUnsafeBytes { b in Result { () throws(VaultError) in try request(method, path, body: b) } }.get()
     }
 
+    /// Sends the request on an idle connection (or a new one) and reads its answer. A reused
+    /// connection that the server had already closed (it answers nothing, not a byte: the request
+    /// was never read) is dropped and the request sent once more on a new connection.
     private func request(_ method: String, _ path: String, body: UnsafeRawBufferPointer? = nil) throws(VaultError) -> Answer {
-        let fd = try UnixSocket.connect(socketPath)
-        defer { close(fd) }
-        var head = "\(method) \(path) HTTP/1.1\r\nHost: vault\r\nConnection: close\r\n"
+        var head = "\(method) \(path) HTTP/1.1\r\nHost: vault\r\n"
         if let body { head += "Content-Type: application/json\r\nContent-Length: \(body.count)\r\n" }
         head += "\r\n"
-        try UnixSocket.send(fd, Array(head.utf8))
-        if let body { try UnixSocket.send(fd, body) }
-        let raw = try UnixSocket.receiveAll(fd)
-        return try HTTPResponseParser.parse(raw)
+        let headBytes = Array(head.utf8)
+        while true {
+            let pooled = pool.take()
+            let fd: Int32
+            if let pooled { fd = pooled } else { fd = try UnixSocket.connect(socketPath, timeout: timeout) }
+            var answer: (raw: [UInt8], keepAlive: Bool)?
+            do throws(VaultError) {
+                try UnixSocket.send(fd, headBytes)
+                if let body { try UnixSocket.send(fd, body) }
+                answer = try UnixSocket.receiveAnswer(fd)
+            } catch {
+                close(fd)
+                if pooled != nil, error.message == "the sidecar closed the connection" { continue }
+                throw error
+            }
+            guard let answer else {
+                close(fd)
+                if pooled != nil { continue }
+                throw VaultError(.sidecarUnreachable, "the sidecar closed the connection without an answer")
+            }
+            if answer.keepAlive { pool.give(fd) } else { close(fd) }
+            return try HTTPResponseParser.parse(answer.raw)
+        }
     }
 }

@@ -1,11 +1,14 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Foundation
+import Synchronization
 import VaultCrypto
 
 /// Blocking Unix-socket I/O for `SidecarClient`.
 enum UnixSocket {
-    static func connect(_ path: String) throws(VaultError) -> Int32 {
+    /// Connects to `path`; sends and receives on the socket give up after `timeout` seconds.
+    static func connect(_ path: String, timeout: Double) throws(VaultError) -> Int32 {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw VaultError(.sidecarUnreachable, "cannot make a socket") }
         var addr = sockaddr_un()
@@ -16,6 +19,9 @@ enum UnixSocket {
             throw VaultError(.sidecarUnreachable, "socket path is too long")
         }
         withUnsafeMutableBytes(of: &addr.sun_path) { $0.copyBytes(from: bytes) }
+        var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - timeout.rounded(.down)) * 1_000_000))
+        _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         let rc = withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
@@ -36,31 +42,114 @@ enum UnixSocket {
         while at < bytes.count {
             let n = Glibc.send(fd, bytes.baseAddress! + at, bytes.count - at, Int32(MSG_NOSIGNAL))
             if n < 0, errno == EINTR { continue }
+            if n < 0, errno == EAGAIN || errno == EWOULDBLOCK { throw VaultError(.sidecarUnreachable, "the sidecar did not take the request in time") }
             guard n > 0 else { throw VaultError(.sidecarUnreachable, "the sidecar closed the connection") }
             at += n
         }
     }
 
-    /// Reads until the peer closes (requests say `Connection: close`); answers are small.
-    static func receiveAll(_ fd: Int32, limit: Int = 1 << 20) throws(VaultError) -> [UInt8] {
+    /// Reads one HTTP/1.1 answer (head, then a Content-Length or chunked body, or up to the close).
+    /// `answered` is false when the peer closed before sending a byte (a kept-alive connection the
+    /// server had closed: the request was never read).
+    static func receiveAnswer(_ fd: Int32, limit: Int = 1 << 20) throws(VaultError) -> (raw: [UInt8], keepAlive: Bool)? {
         var out: [UInt8] = []
         var buf = [UInt8](repeating: 0, count: 16384)
+        var framing: HTTPResponseParser.Framing?
         while true {
+            if let framing, let end = framing.end(in: out) { return (Array(out[..<end]), framing.keepAlive) }
             let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, $0.count, 0) }
             if n < 0, errno == EINTR { continue }
+            if n < 0, errno == EAGAIN || errno == EWOULDBLOCK { throw VaultError(.sidecarUnreachable, "no answer from the sidecar in time") }
+            if n < 0, errno == ECONNRESET, out.isEmpty { return nil }
             guard n >= 0 else { throw VaultError(.sidecarUnreachable, "reading the sidecar's answer failed") }
-            if n == 0 { return out }
+            if n == 0 {
+                if out.isEmpty { return nil }
+                guard framing == nil || framing?.toClose == true else { throw VaultError(.sidecarUnreachable, "the sidecar closed the connection mid-answer") }
+                return (out, false)
+            }
             out += buf[0..<n]
             guard out.count <= limit else { throw VaultError(.sidecarUnreachable, "the sidecar's answer is too large") }
+            if framing == nil { framing = HTTPResponseParser.framing(out) }
         }
+    }
+}
+
+/// Idle kept-alive connections to one socket, reused by the calls of a `SidecarClient` and its
+/// copies (HTTP/1.1 keep-alive: one request at a time per connection).
+final class ConnectionPool: Sendable {
+    private let idle = Mutex<[Int32]>([])
+    let maxIdle: Int
+
+    init(maxIdle: Int) { self.maxIdle = maxIdle }
+
+    deinit { for fd in idle.withLock({ $0 }) { close(fd) } }
+
+    /// An idle connection, if any.
+    func take() -> Int32? { idle.withLock { $0.popLast() } }
+
+    /// Returns a connection after a whole answer was read on it.
+    func give(_ fd: Int32) {
+        let kept = idle.withLock { idle -> Bool in
+            guard idle.count < maxIdle else { return false }
+            idle.append(fd)
+            return true
+        }
+        if !kept { close(fd) }
     }
 }
 
 /// Parses an HTTP/1.1 response (Content-Length, chunked, or read-to-close bodies).
 enum HTTPResponseParser {
-    static func parse(_ raw: [UInt8]) throws(VaultError) -> SidecarClient.Answer {
+    /// How an answer's body ends, from its head.
+    struct Framing {
+        let bodyStart: Int
+        var contentLength: Int?
+        var chunked = false
+        var keepAlive = true
+        var toClose: Bool { contentLength == nil && !chunked }
+
+        /// The answer's length once `bytes` holds all of it.
+        func end(in bytes: [UInt8]) -> Int? {
+            if let contentLength { return bytes.count >= bodyStart + contentLength ? bodyStart + contentLength : nil }
+            guard chunked, bytes.count >= bodyStart + 5 else { return nil }
+            // The last chunk: "0\r\n\r\n" (no trailers are sent by the servers).
+            let tail: [UInt8] = [48, 13, 10, 13, 10]
+            var i = bodyStart
+            while i + 2 <= bytes.count {
+                guard let lineEnd = (i..<(bytes.count - 1)).first(where: { bytes[$0] == 13 && bytes[$0 + 1] == 10 }) else { return nil }
+                let sizeText = String(decoding: bytes[i..<lineEnd], as: UTF8.self).split(separator: ";").first ?? ""
+                guard let size = Int(sizeText, radix: 16) else { return nil }
+                if size == 0 {
+                    return bytes.count >= lineEnd + 4 && Array(bytes[(lineEnd - 1)..<(lineEnd + 4)]).elementsEqual(tail) ? lineEnd + 4 : nil
+                }
+                i = lineEnd + 2 + size + 2
+            }
+            return nil
+        }
+    }
+
+    static func headEnd(_ raw: [UInt8]) -> Int? {
         let sep: [UInt8] = [13, 10, 13, 10]
-        guard let headEnd = (0..<max(0, raw.count - 3)).first(where: { raw[$0..<($0 + 4)].elementsEqual(sep) }) else {
+        return (0..<max(0, raw.count - 3)).first(where: { raw[$0..<($0 + 4)].elementsEqual(sep) })
+    }
+
+    /// The framing of an answer whose head `raw` holds, or nil while the head is incomplete.
+    static func framing(_ raw: [UInt8]) -> Framing? {
+        guard let headEnd = headEnd(raw) else { return nil }
+        var f = Framing(bodyStart: headEnd + 4)
+        for line in String(decoding: raw[..<headEnd], as: UTF8.self).split(separator: "\r\n").dropFirst() {
+            let l = line.lowercased()
+            if l.hasPrefix("transfer-encoding:") && l.contains("chunked") { f.chunked = true }
+            if l.hasPrefix("content-length:") { f.contentLength = Int(l.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) }
+            if l.hasPrefix("connection:") && l.contains("close") { f.keepAlive = false }
+        }
+        if f.chunked { f.contentLength = nil }
+        if f.toClose { f.keepAlive = false }
+        return f
+    }
+
+    static func parse(_ raw: [UInt8]) throws(VaultError) -> SidecarClient.Answer {
+        guard let headEnd = headEnd(raw) else {
             throw VaultError(.sidecarUnreachable, "the sidecar's answer is not HTTP")
         }
         let head = String(decoding: raw[..<headEnd], as: UTF8.self)
