@@ -138,4 +138,21 @@ public protocol PaymentStore: Sendable {
     /// Payments whose outcome is not known (`processing` or `unknown`) that were last touched
     /// before `before`, oldest first, at most `limit` (to reconcile).
     func unsettled(before: Date, limit: Int) async throws(StoreError) -> [PaymentRecord]
+
+    /// How many payments the store holds in each state, and when the oldest one still
+    /// `processing` was made (for metrics: the backlog an operator alerts on). Store-wide.
+    func stateCounts() async throws(StoreError) -> PaymentStateCounts
+}
+
+/// The payments of a store by state (`PaymentStore.stateCounts()`).
+public struct PaymentStateCounts: Sendable, Equatable {
+    /// Every state, with 0 for one no payment is in.
+    public var byStatus: [PaymentRecord.Status: Int]
+    /// When the oldest payment still `processing` was made; nil when none is.
+    public var oldestProcessing: Date?
+
+    public init(byStatus: [PaymentRecord.Status: Int], oldestProcessing: Date?) {
+        self.byStatus = Dictionary(uniqueKeysWithValues: PaymentRecord.Status.allCases.map { ($0, byStatus[$0] ?? 0) })
+        self.oldestProcessing = oldestProcessing
+    }
 }
