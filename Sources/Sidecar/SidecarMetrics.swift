@@ -29,7 +29,7 @@ public final class SidecarMetrics: Sendable {
             byState[status] = registry.makeGauge(
                 descriptor: .init(
                     namespace: "vault", metricName: "payments_by_state", unitName: "",
-                    helpText: "Payments in the store by state (store-wide, refreshed periodically): processing and unknown are the backlog."),
+                    helpText: "Payments in the store by state (store-wide; processing and unknown, the backlog, counted every 30 s, the others every 5 minutes)."),
                 labels: [("state", status.rawValue)])
         }
         self.byState = byState
@@ -45,9 +45,10 @@ public final class SidecarMetrics: Sendable {
         fingerprintsFilledCounter()
     }
 
-    /// The payments of the store by state, as `PaymentBacklog` last counted them.
+    /// The payments of the store by state, as `PaymentBacklog` last counted them (the states
+    /// not counted keep their values).
     public func paymentStates(_ counts: PaymentStateCounts, now: Date) {
-        for (status, gauge) in byState { gauge.set(Double(counts.byStatus[status] ?? 0)) }
+        for (status, count) in counts.byStatus { byState[status]?.set(Double(count)) }
         oldestProcessing.set(counts.oldestProcessing.map { max(0, now.timeIntervalSince($0)).rounded(.down) } ?? 0)
     }
 
