@@ -112,4 +112,42 @@ import Testing
         #expect(Self.value(text, "vault_reload_last_success ") == 1, "\(text)")
         #expect(s.sidecarLogText.contains("keys reloaded"))
     }
+
+    /// The primary key's age comes from the key ring's `created` time once a ring names it (before,
+    /// from the key file's modification time), on both servers, after a SIGHUP reload; a ring the
+    /// gateway cannot read fails its reload (0) and keeps the keys in use.
+    @Test func keyAgeFollowsTheRingAndAFailedGatewayReloadIsExported() throws {
+        let s = try PaymentsCLITests.Stack()
+        try s.startGateway()
+        try s.startSidecar()
+        let series = #"vault_key_age_seconds{kid="\#(s.kid)",role="primary"} "#
+        for socket in [s.sidecarSocket, s.gatewaySocket] {
+            let age = try #require(Self.value(try s.curl(socket, "GET", "/metrics").1, series))
+            #expect(age < 3600, "a key file made just now: \(age)")
+        }
+        // A ring that says the key was made on 2025-01-01.
+        let ring = #"{"v":1,"keys":[{"kid":"\#(s.kid)","status":"primary","created":"2025-01-01T00:00:00Z"}]}"#
+        let made = Date(timeIntervalSince1970: 1_735_689_600)
+        for (dir, process, socket) in [("sidecar-keys", s.sidecar, s.sidecarSocket), ("gateway-keys", s.gateway, s.gatewaySocket)] {
+            try Data(ring.utf8).write(to: URL(fileURLWithPath: "\(s.dir)/\(dir)/ring.json"))
+            let before = Self.value(try s.curl(socket, "GET", "/metrics").1, "vault_reload_last_timestamp_seconds ") ?? 0
+            kill(try #require(process).processIdentifier, SIGHUP)
+            var text = ""
+            for _ in 0..<100 {
+                text = try s.curl(socket, "GET", "/metrics").1
+                if (Self.value(text, "vault_reload_last_timestamp_seconds ") ?? 0) > before { break }
+                usleep(50_000)
+            }
+            #expect(Self.value(text, "vault_reload_last_success ") == 1, "\(dir): \(text)")
+            let age = try #require(Self.value(text, series), "\(dir): \(text)")
+            #expect(abs(age - Date().timeIntervalSince(made)) < 3600, "\(dir): \(age)")
+        }
+        // The gateway refuses a ring it cannot read and says so in its metrics.
+        try Data("{not a ring".utf8).write(to: URL(fileURLWithPath: "\(s.dir)/gateway-keys/ring.json"))
+        kill(try #require(s.gateway).processIdentifier, SIGHUP)
+        for _ in 0..<100 where !s.gatewayLogText.contains("key reload failed") { usleep(50_000) }
+        let text = try s.curl(s.gatewaySocket, "GET", "/metrics").1
+        #expect(Self.value(text, "vault_reload_last_success ") == 0, "\(text)")
+        #expect(text.contains(series), "the keys in use are kept: \(text)")
+    }
 }
