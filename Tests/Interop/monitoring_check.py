@@ -11,6 +11,8 @@
 3. Every metric name in an alert expression or a panel expression is a family of docs/metrics.md
    (a histogram's `_bucket`, `_sum` and `_count` series count as its family), and every alert
    named in docs/metrics.md's alert column is a rule of alerts.yml and the other way round.
+4. With PROMTOOL, every panel expression parses as PromQL (`promtool check rules` over them
+   written as recording rules).
 
 Prints one line per problem and a last line `monitoring: N checks, M problems`; exits 1 on any.
 """
@@ -152,6 +154,21 @@ def main():
     if rule_alerts != doc_alerts:
         problem(f"alerts in alerts.yml and docs/metrics.md differ: only in alerts.yml {sorted(rule_alerts - doc_alerts)}, "
                 f"only in docs {sorted(doc_alerts - rule_alerts)}")
+    # 4. every panel expression parses as PromQL: promtool checks them as recording rules
+    if promtool:
+        import tempfile
+        exprs = [t.get("expr", "") for p in dashboard.get("panels", []) for t in p.get("targets", [])]
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "dashboard-rules.yml")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write("groups:\n  - name: dashboard\n    rules:\n")
+                for i, expr in enumerate(exprs):
+                    f.write(f"      - record: vault:dashboard:expr{i}\n        expr: {json.dumps(expr)}\n")
+            checks += 1
+            r = subprocess.run([promtool, "check", "rules", path], capture_output=True, text=True)
+            print(f"promtool check rules (dashboard expressions): exit {r.returncode}")
+            if r.returncode != 0:
+                problem(f"a dashboard expression is not PromQL:\n{r.stdout}{r.stderr}")
     print(f"dashboard: {len(dashboard.get('panels', []))} panels over {len(used)} families; alerts: {len(rule_alerts)} rules")
     print(f"monitoring: {checks} checks, {len(problems)} problems")
     return 1 if problems else 0

@@ -5,8 +5,8 @@ import Testing
 /// rules pass `promtool check rules` and their unit tests (`promtool test rules alerts_test.yml`:
 /// stuck payments, unknown payments, a failed reload, key age, audit failures), the Grafana
 /// dashboard has the shape Grafana needs (a JSON schema: title, panels, schemaVersion; each panel
-/// a type, a title and targets with an `expr`), and every expression of either names only
-/// documented families.
+/// a type, a title and targets with an `expr`, each parsing as PromQL), and every expression of
+/// either names only documented families.
 @Suite struct MonitoringCLITests {
     /// Debian's `prometheus` package (scripts/setup installs it) puts promtool here.
     static let promtool = ["/usr/bin/promtool", "/usr/local/bin/promtool", "/bin/promtool"].first {
@@ -31,5 +31,6 @@ import Testing
         let r = try check([try #require(Self.promtool)])
         #expect(r.out.contains("promtool check rules alerts.yml: exit 0"), "\(r.out)")
         #expect(r.out.contains("promtool test rules alerts_test.yml: exit 0"), "\(r.out)")
+        #expect(r.out.contains("promtool check rules (dashboard expressions): exit 0"), "\(r.out)")
     }
 }
