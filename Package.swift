@@ -61,6 +61,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
         // The store layer: one database type over SQLite and PostgreSQL, the versioned migrations
@@ -170,7 +171,7 @@ let package = Package(
         .testTarget(
             name: "SidecarTests",
             dependencies: [
-                "Sidecar", "Tokenizer", "VaultCrypto", "CardRules", "SocketHTTP", "Payments", "Store",
+                "Sidecar", "Tokenizer", "VaultCrypto", "CardRules", "SocketHTTP", "Payments", "Store", "Audit",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "GRDB", package: "GRDB.swift"),

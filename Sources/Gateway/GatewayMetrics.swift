@@ -1,13 +1,37 @@
+import Foundation
 import Prometheus
+import SocketHTTP
 
-/// The gateway's Prometheus metrics, at `GET /metrics` on its socket: envelopes opened (by
-/// outcome: `ok` or the refusal code), authorizations by status, processor latency, and
-/// settlement (steps by result, ledger rows unsettled and past their deadline). Labels come
+/// The gateway's Prometheus metrics, at `GET /metrics` on its socket (docs/metrics.md): those
+/// both servers export (`ServerMetrics`), envelopes opened (by outcome: `ok` or the refusal code),
+/// authorizations by status, processor latency and failures, and settlement (steps by result,
+/// ledger rows unsettled and past their deadline). Labels come
 /// from fixed sets only; nothing from a card can become a label.
 public final class GatewayMetrics: Sendable {
-    public let registry = PrometheusCollectorRegistry()
+    /// What both servers export (build info, requests, errors, key reloads, the primary key's
+    /// age, audit write failures), on this registry.
+    public let server: ServerMetrics
+    public var registry: PrometheusCollectorRegistry { server.registry }
 
-    public init() {}
+    /// Processor answer times, up to the gateway's 30 s timeout.
+    static let processorBuckets: [Duration] = [
+        .milliseconds(1), .milliseconds(5), .milliseconds(25), .milliseconds(100), .milliseconds(500), .seconds(1), .seconds(2),
+        .seconds(5), .seconds(10), .seconds(30),
+    ]
+
+    /// The kinds of `vault_gateway_processor_failures_total` (`ProcessorAnswer.failed`).
+    static let processorFailureKinds = ["unknown", "unavailable", "pending", "in_progress", "unknown_past_deadline", "refused"]
+
+    public init(now: @escaping @Sendable () -> Date = Date.init) {
+        server = ServerMetrics(component: "gateway", now: now)
+        // Fixed label sets start at zero, so alerts see a series from the start.
+        for kind in Self.processorFailureKinds { processorFailureCounter(kind) }
+        for result in ["settled", "unknown", "not_received", "resent"] { settleCounter(result) }
+        fingerprintCounter()
+        processorHistogram()
+        // 0 until the settler's first count (at start, then every `settleInterval`).
+        ledger(unsettled: 0, pastDeadline: 0)
+    }
 
     /// An envelope opened (`ok`) or refused (its code: KEY_RETIRED, ENVELOPE_FIELD_CORRUPT, …).
     func opened(_ outcome: String) {
@@ -21,9 +45,13 @@ public final class GatewayMetrics: Sendable {
     /// card the caller sealed: alert when it grows well past tokenizations (a sidecar testing
     /// candidate card numbers against stored fingerprints; docs/threat-model.md).
     func fingerprinted(_ count: Int) {
+        fingerprintCounter().increment(by: Int64(count))
+    }
+
+    @discardableResult
+    private func fingerprintCounter() -> Counter {
         registry.makeCounter(
             descriptor: .init(namespace: "vault", metricName: "gateway_fingerprints", unitName: "total", helpText: "Fingerprints answered to the sidecar."))
-            .increment(by: Int64(count))
     }
 
     /// An authorization answered by the processor.
@@ -32,18 +60,26 @@ public final class GatewayMetrics: Sendable {
             descriptor: .init(namespace: "vault", metricName: "gateway_authorizations", unitName: "total", helpText: "Authorizations, by outcome status."),
             labels: [("status", status)]
         ).increment()
+        processorHistogram().record(duration)
+    }
+
+    @discardableResult
+    private func processorHistogram() -> DurationHistogram {
         registry.makeDurationHistogram(
             descriptor: .init(namespace: "vault", metricName: "gateway_processor_duration", unitName: "seconds", helpText: "Time the processor took to answer."),
-            buckets: [.milliseconds(1), .milliseconds(5), .milliseconds(25), .milliseconds(100), .milliseconds(500), .seconds(2), .seconds(10)]
-        ).record(duration)
+            buckets: Self.processorBuckets)
     }
 
     /// A processor call whose outcome is unknown or that could not be sent.
     func processorFailed(_ kind: String) {
+        processorFailureCounter(kind).increment()
+    }
+
+    @discardableResult
+    private func processorFailureCounter(_ kind: String) -> Counter {
         registry.makeCounter(
-            descriptor: .init(namespace: "vault", metricName: "gateway_processor_failures", unitName: "total", helpText: "Processor calls that failed, by kind (unknown, unavailable)."),
-            labels: [("kind", kind)]
-        ).increment()
+            descriptor: .init(namespace: "vault", metricName: "gateway_processor_failures", unitName: "total", helpText: "Processor calls without an outcome, by kind (unknown, unavailable, pending, in_progress, unknown_past_deadline, refused)."),
+            labels: [("kind", kind)])
     }
 
     /// A step of settling an unknown outcome (in the call or in the background), by result:
@@ -52,12 +88,16 @@ public final class GatewayMetrics: Sendable {
     /// never got it: the ledger row is removed, nothing charged), `unknown` (still not known).
     /// A re-send counts twice: `resent`, then its result.
     func settled(_ result: String) {
+        settleCounter(result).increment()
+    }
+
+    @discardableResult
+    private func settleCounter(_ result: String) -> Counter {
         registry.makeCounter(
             descriptor: .init(
                 namespace: "vault", metricName: "gateway_settle_attempts", unitName: "total",
                 helpText: "Settlement steps of unknown outcomes, by result (settled, unknown, not_received, resent)."),
-            labels: [("result", result)]
-        ).increment()
+            labels: [("result", result)])
     }
 
     /// The ledger's rows not done, and those past their settlement deadline (reported `unknown`:
@@ -72,5 +112,6 @@ public final class GatewayMetrics: Sendable {
             .set(Double(pastDeadline))
     }
 
-    public func exposition() -> [UInt8] { registry.emitToBuffer() }
+    /// The exposition text (values read at scrape time brought up to date first).
+    public func exposition() -> [UInt8] { server.exposition() }
 }

@@ -81,6 +81,7 @@ public struct GatewayServer: Sendable {
         let database = try await Self.openStore(configuration.store, services: &services, logger: logger)
         let ledger = LedgerStore(database: database)
         let metrics = GatewayMetrics()
+        if let primary = keys.primary { metrics.server.primaryKey(kid: primary.kid.rawValue, created: primary.created) }
         let processor: any PaymentProcessor
         if let template {
             do throws(RelayTemplate.Invalid) {
@@ -96,9 +97,11 @@ public struct GatewayServer: Sendable {
         services.append(LedgerSettler(ledger: ledger, processor: processor, metrics: metrics, interval: configuration.settleInterval, logger: logger))
         let audit = try configuration.auditLogPath.map { (path) throws(VaultError) in try AuditLog.open(path, process: "gateway") }
         defer { audit?.close() }
+        metrics.server.auditLog(audit)
         let router = Router(context: VaultRequestContext.self)
         // First, as on the sidecar: Request-Id, Retry-After, coded 404 and 405.
         router.add(middleware: ConventionsMiddleware(routes: GatewayRoutes.table.methodsAndPaths(), logRequests: configuration.logRequests))
+        router.add(middleware: MetricsMiddleware(metrics: metrics.server, routes: GatewayRoutes.table.methodsAndPaths()))
         if let audit { router.add(middleware: AuditMiddleware(log: audit, actions: GatewayRoutes.auditedActions)) }
         router.add(middleware: UIDAllowListMiddleware(allowed: configuration.allowedUIDs))
         let openers = Openers(EnvelopeOpener(ring: keys.ring, fingerprintKey: keys.fingerprintKey))
@@ -108,9 +111,12 @@ public struct GatewayServer: Sendable {
             do throws(VaultError) {
                 let fresh = try GatewayKeys.load(configuration, logger: reloadLogger)
                 openers.replace(with: EnvelopeOpener(ring: fresh.ring, fingerprintKey: fresh.fingerprintKey))
+                if let primary = fresh.primary { metrics.server.primaryKey(kid: primary.kid.rawValue, created: primary.created) }
+                metrics.server.reloaded(success: true)
                 audit?.record(AuditEvent(action: "key_reload", uid: getuid(), kid: fresh.ring.pinned?.primary.rawValue))
                 reloadLogger.notice("keys reloaded", metadata: ["opens": "\(fresh.ring.openingKids.map(\.rawValue).joined(separator: ","))"])
             } catch {
+                metrics.server.reloaded(success: false)
                 reloadLogger.error("key reload failed; keeping the keys in use", metadata: ["error": "\(error.code)", "reason": "\(error.message)"])
                 audit?.record(AuditEvent(action: "key_reload", outcome: error.code.rawValue, uid: getuid()))
             }
@@ -170,6 +176,10 @@ extension GatewayServer {
 package struct GatewayKeys {
     package let ring: KeyRing
     package let fingerprintKey: FingerprintKey?
+    /// The primary kid and when it was made (`vault_key_age_seconds`): the pinned ring's primary
+    /// and its `created` time; without a ring, the one secret key held and its file's modification
+    /// time; nil for several keys and no ring (none is primary).
+    package var primary: (kid: KeyID, created: Date)?
 
     package static func load(_ configuration: GatewayServer.Configuration, logger: Logger) throws(VaultError) -> GatewayKeys {
         let credentials = ProcessInfo.processInfo.environment["CREDENTIALS_DIRECTORY"]
@@ -201,7 +211,14 @@ package struct GatewayKeys {
         }
         let fk = names.contains(KeyFiles.fingerprintKeyFileName)
             ? try KeyFiles.loadFingerprintKey(path: dir + "/" + KeyFiles.fingerprintKeyFileName) : nil
-        return GatewayKeys(ring: ring, fingerprintKey: fk)
+        var primary: (kid: KeyID, created: Date)?
+        if let pinned = ring.pinned, let entry = pinned.entries.first(where: { $0.kid == pinned.primary }) {
+            primary = (entry.kid, entry.created)
+        } else if ring.pinned == nil, paths.count == 1, let kid = ring.kids.first {
+            let modified = (try? FileManager.default.attributesOfItem(atPath: paths[0]))?[.modificationDate] as? Date
+            primary = (kid, modified ?? Date())
+        }
+        return GatewayKeys(ring: ring, fingerprintKey: fk, primary: primary)
     }
 }
 

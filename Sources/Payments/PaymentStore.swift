@@ -138,4 +138,25 @@ public protocol PaymentStore: Sendable {
     /// Payments whose outcome is not known (`processing` or `unknown`) that were last touched
     /// before `before`, oldest first, at most `limit` (to reconcile).
     func unsettled(before: Date, limit: Int) async throws(StoreError) -> [PaymentRecord]
+
+    /// How many payments the store holds in each state (`all`), or only in the backlog states
+    /// `processing` and `unknown` (through their partial index, however large the table), and
+    /// when the oldest one still `processing` was made: for metrics. Store-wide.
+    func stateCounts(all: Bool) async throws(StoreError) -> PaymentStateCounts
+}
+
+/// The payments of a store by state (`PaymentStore.stateCounts(all:)`).
+public struct PaymentStateCounts: Sendable, Equatable {
+    /// The states counted (every state, or the backlog's), with 0 for one no payment is in.
+    public var byStatus: [PaymentRecord.Status: Int]
+    /// When the oldest payment still `processing` was made; nil when none is.
+    public var oldestProcessing: Date?
+
+    /// The states `stateCounts(all: false)` counts.
+    public static let backlog: [PaymentRecord.Status] = [.processing, .unknown]
+
+    public init(byStatus: [PaymentRecord.Status: Int], counted: [PaymentRecord.Status] = PaymentRecord.Status.allCases, oldestProcessing: Date?) {
+        self.byStatus = Dictionary(uniqueKeysWithValues: counted.map { ($0, byStatus[$0] ?? 0) })
+        self.oldestProcessing = oldestProcessing
+    }
 }

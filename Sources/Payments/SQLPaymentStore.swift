@@ -87,6 +87,25 @@ public final class SQLPaymentStore: PaymentStore, SessionStore {
         try await select("WHERE status IN ('processing', 'unknown') AND updated_at < ? ORDER BY updated_at, id LIMIT ?", [before, limit])
     }
 
+    /// `all`: one `GROUP BY` over the payments (a scan of the table: `PaymentBacklog` runs it
+    /// every 5 minutes by default, off the request path); else `processing` and `unknown` only,
+    /// through the partial index `vault_payments_unsettled`. The oldest `processing` one through
+    /// the partial index `vault_payments_processing` (a processing payment's `updated_at` is its
+    /// creation time: nothing updates it before its outcome).
+    public func stateCounts(all: Bool) async throws(StoreError) -> PaymentStateCounts {
+        var byStatus: [PaymentRecord.Status: Int] = [:]
+        let sql = all
+            ? "SELECT status, COUNT(*) FROM vault_payments GROUP BY status"
+            : "SELECT status, COUNT(*) FROM vault_payments WHERE status IN ('processing','unknown') GROUP BY status"
+        for row in try await db.query(sql) {
+            // A state this version does not know is not counted (an older sidecar beside a newer one).
+            if let status = PaymentRecord.Status(rawValue: try row.string(0)) { byStatus[status] = try row.int(1) }
+        }
+        let oldest = try await db.query("SELECT MIN(updated_at) FROM vault_payments WHERE status = 'processing'").first?.optionalDate(0)
+        return PaymentStateCounts(
+            byStatus: byStatus, counted: all ? PaymentRecord.Status.allCases : PaymentStateCounts.backlog, oldestProcessing: oldest)
+    }
+
     private func select(_ condition: String, _ arguments: [any SQLBindable]) async throws(StoreError) -> [PaymentRecord] {
         try await db.query("SELECT \(Self.columns) FROM vault_payments \(condition)", arguments).map(Self.payment)
     }

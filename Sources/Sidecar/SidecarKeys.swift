@@ -10,6 +10,9 @@ public struct SidecarKeys: Sendable {
     public let sealing: SealingKeys.Snapshot
     /// Public key files found that the ring does not list (refused; logged at load).
     public let unlisted: [KeyID]
+    /// When the primary was made: its `created` time in the key ring, or, in a directory without
+    /// a ring, the modification time of its `.pub` file (`vault_key_age_seconds`).
+    public let primaryCreated: Date
 
     /// The key new cards are sealed to.
     public var primary: PublicKey { sealing.primary }
@@ -43,11 +46,13 @@ public struct SidecarKeys: Sendable {
                     field: path)
             }
         }
-        var found: [KeyID: PublicKey] = [:]
+        var found: [KeyID: PublicKey] = [:], files: [KeyID: String] = [:]
         for name in names where name.hasSuffix(".pub") {
             let key = try KeyFiles.loadPublicKey(path: dir + "/" + name)
             found[key.kid] = key
+            files[key.kid] = dir + "/" + name
         }
+        let created: Date
         let ringPath = dir + "/" + KeyRingFile.fileName
         let sealing: SealingKeys.Snapshot
         var unlisted: [KeyID] = []
@@ -58,6 +63,7 @@ public struct SidecarKeys: Sendable {
                     .keyFileNotFound, "the key ring's primary \(ring.primary) has no public key file in \(dir) (\(ring.primary).pub)", field: dir)
             }
             sealing = SealingKeys.Snapshot(primary: primary, statuses: Dictionary(uniqueKeysWithValues: ring.entries.map { ($0.kid, $0.status) }))
+            created = ring.entries.first { $0.kid == ring.primary }?.created ?? Self.modified(files[ring.primary])
             unlisted = found.keys.filter { ring.status(of: $0) == nil }.sorted()
             for kid in unlisted {
                 logger.warning("public key refused: the key ring does not list it", metadata: ["kid": "\(kid)", "ring": "\(ringPath)"])
@@ -73,8 +79,9 @@ public struct SidecarKeys: Sendable {
                 throw VaultError(.keyFileNotFound, "no public key (*.pub) in \(dir): make one with `vault keygen --out DIR` and copy the .pub here", field: dir)
             }
             sealing = SealingKeys.Snapshot(primary: only)
+            created = Self.modified(files[only.kid])
         }
-        return SidecarKeys(sealing: sealing, unlisted: unlisted)
+        return SidecarKeys(sealing: sealing, unlisted: unlisted, primaryCreated: created)
     }
 
     /// Checks a keys directory as `load` would; returns the primary kid (for `vault config check`).
@@ -82,6 +89,12 @@ public struct SidecarKeys: Sendable {
         var logger = Logger(label: "vault.config")
         logger.logLevel = .critical
         return try load(directory: dir, logger: logger).primary.kid
+    }
+
+    /// A file's modification time (now when it cannot be read: a key just loaded from it).
+    static func modified(_ path: String?) -> Date {
+        guard let path, let attributes = try? FileManager.default.attributesOfItem(atPath: path) else { return Date() }
+        return attributes[.modificationDate] as? Date ?? Date()
     }
 
     private static func startsWithSecretPrefix(_ path: String) -> Bool {

@@ -1,77 +1,80 @@
 import Foundation
-import Hummingbird
 import SocketHTTP
 import Prometheus
-import Synchronization
+import Payments
 import Tokenizer
 
-/// The sidecar's Prometheus metrics, served at `GET /metrics` (text exposition format 0.0.4).
+/// The sidecar's Prometheus metrics, served at `GET /metrics` (text exposition format 0.0.4;
+/// every family in docs/metrics.md): those both servers export (`ServerMetrics`: build info,
+/// requests, errors, key reloads, the primary key's age, audit write failures) and the sidecar's
+/// own (tokens, payments, the payment backlog by state, the sweeper).
 ///
 /// Labels carry only values from fixed sets: the matched route template (never the request
 /// path), the method (one of the known ones, else `OTHER`), the status code and the stable error
 /// code. Nothing a caller sends (a token, a card field) can become a label.
 public final class SidecarMetrics: Sendable {
+    /// What both servers export, on this registry.
+    public let server: ServerMetrics
     /// The registry behind `GET /metrics`.
-    public let registry = PrometheusCollectorRegistry()
+    public var registry: PrometheusCollectorRegistry { server.registry }
 
-    private static let durationBuckets: [Duration] = [
-        .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5),
-        .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
-        .milliseconds(500), .seconds(1), .seconds(2.5),
-    ]
+    private let byState: [PaymentRecord.Status: Gauge]
+    private let oldestProcessing: Gauge
 
-    public init() {}
-
-    /// The request counter and latency histogram of one route/method/status, made once.
-    private struct RequestMetrics: Sendable {
-        let counter: Counter
-        let duration: DurationHistogram
+    public init(now: @escaping @Sendable () -> Date = Date.init) {
+        server = ServerMetrics(component: "sidecar", now: now)
+        let registry = server.registry
+        var byState: [PaymentRecord.Status: Gauge] = [:]
+        for status in PaymentRecord.Status.allCases {
+            byState[status] = registry.makeGauge(
+                descriptor: .init(
+                    namespace: "vault", metricName: "payments_by_state", unitName: "",
+                    helpText: "Payments in the store by state (store-wide; processing and unknown, the backlog, counted every 30 s, the others every 5 minutes)."),
+                labels: [("state", status.rawValue)])
+        }
+        self.byState = byState
+        oldestProcessing = registry.makeGauge(descriptor: .init(
+            namespace: "vault", metricName: "payments_oldest_processing_age", unitName: "seconds",
+            helpText: "Age of the oldest payment still processing (store-wide; 0 when none)."))
+        // Counters of fixed label sets start at zero, so alerts see a series from the start.
+        sealsCounter()
+        for source in ["card", "envelope"] { tokenCounter(source) }
+        for how in ["reconciled", "resent", "not_received"] { settledCounter(how) }
+        unknownCounter()
+        sweepFailureCounter()
+        fingerprintsFilledCounter()
     }
-    private let cache = Mutex<[String: RequestMetrics]>([:])
 
-    /// A request answered with `status` after `duration`, and its error code if it failed.
+    /// The payments of the store by state, as `PaymentBacklog` last counted them (the states
+    /// not counted keep their values).
+    public func paymentStates(_ counts: PaymentStateCounts, now: Date) {
+        for (status, count) in counts.byStatus { byState[status]?.set(Double(count)) }
+        oldestProcessing.set(counts.oldestProcessing.map { max(0, now.timeIntervalSince($0)).rounded(.down) } ?? 0)
+    }
+
+    /// A request answered (see `ServerMetrics.request`).
     public func request(route: String?, method: String, status: Int, duration: Duration, errorCode: String? = nil) {
-        let route = route ?? "unmatched"
-        let method = MethodLabel.label(method)
-        let key = "\(route) \(method) \(status)"
-        let metrics = cache.withLock { cache in
-            if let m = cache[key] { return m }
-            let m = RequestMetrics(
-                counter: registry.makeCounter(
-                    descriptor: .init(namespace: "vault", metricName: "http_requests", unitName: "total", helpText: "HTTP requests answered, by route template, method and status."),
-                    labels: [("route", route), ("method", method), ("status", String(status))]),
-                duration: registry.makeDurationHistogram(
-                    descriptor: .init(namespace: "vault", metricName: "http_request_duration", unitName: "seconds", helpText: "Time from request head to answer, by route template."),
-                    labels: [("route", route), ("method", method)], buckets: Self.durationBuckets))
-            cache[key] = m
-            return m
-        }
-        metrics.counter.increment()
-        metrics.duration.record(duration)
-        if let errorCode, errorCode.hasPrefix("STORE_") {
-            registry.makeCounter(
-                descriptor: .init(namespace: "vault", metricName: "store_errors", unitName: "total", helpText: "Requests that failed in the token or payment store, by code."),
-                labels: [("code", errorCode)]
-            ).increment()
-        }
-        if let errorCode {
-            registry.makeCounter(
-                descriptor: .init(namespace: "vault", metricName: "errors", unitName: "total", helpText: "Error answers, by stable error code (docs/errors.md)."),
-                labels: [("code", errorCode)]
-            ).increment()
-        }
+        server.request(route: route, method: method, status: status, duration: duration, errorCode: errorCode)
     }
 
     /// A token was created from a raw card (`card`, sealed at the door) or a caller's envelope.
     public func tokenCreated(source: String) {
         if source == "card" {
-            registry.makeCounter(descriptor: .init(namespace: "vault", metricName: "seals", unitName: "total", helpText: "Cards sealed at the door (one crypto_box_seal each)."))
-                .increment()
+            sealsCounter().increment()
         }
+        tokenCounter(source).increment()
+    }
+
+    @discardableResult
+    private func sealsCounter() -> Counter {
+        registry.makeCounter(descriptor: .init(namespace: "vault", metricName: "seals", unitName: "total", helpText: "Cards sealed at the door (one crypto_box_seal each)."))
+    }
+
+    @discardableResult
+    private func tokenCounter(_ source: String) -> Counter {
         registry.makeCounter(
             descriptor: .init(namespace: "vault", metricName: "tokens_created", unitName: "total", helpText: "Tokens created, by input (card sealed at the door, or envelope sealed by the caller)."),
-            labels: [("source", source)]
-        ).increment()
+            labels: [("source", source)])
     }
 
     /// A payment answered (a replay is counted apart: it charged nothing).
@@ -86,18 +89,24 @@ public final class SidecarMetrics: Sendable {
     /// when the gateway had it, `resent` when a re-post settled it, `not_received` when nothing
     /// was charged and the intent was dropped).
     public func paymentSettled(how: String) {
+        settledCounter(how).increment()
+    }
+
+    @discardableResult
+    private func settledCounter(_ how: String) -> Counter {
         registry.makeCounter(
             descriptor: .init(namespace: "vault", metricName: "payments_settled", unitName: "total", helpText: "Payments whose unknown outcome was settled later, by how."),
-            labels: [("how", how)]
-        ).increment()
+            labels: [("how", how)])
     }
 
     /// A payment whose outcome is still not known at the gateway's settlement deadline: now
     /// `unknown`, for an operator (`vault payments settle`). Alert on any increase.
-    public func paymentUnknown() {
+    public func paymentUnknown() { unknownCounter().increment() }
+
+    @discardableResult
+    private func unknownCounter() -> Counter {
         registry.makeCounter(
             descriptor: .init(namespace: "vault", metricName: "payments_unknown", unitName: "total", helpText: "Payments reported unknown at the settlement deadline (an operator settles them)."))
-            .increment()
     }
 
     /// What a sweep removed.
@@ -109,42 +118,22 @@ public final class SidecarMetrics: Sendable {
     }
 
     /// Fingerprints filled in after the gateway was unreachable at tokenize time.
-    public func fingerprintsFilled(_ n: Int) {
+    public func fingerprintsFilled(_ n: Int) { fingerprintsFilledCounter().increment(by: Int64(n)) }
+
+    @discardableResult
+    private func fingerprintsFilledCounter() -> Counter {
         registry.makeCounter(
             descriptor: .init(namespace: "vault", metricName: "fingerprints_filled", unitName: "total", helpText: "Token fingerprints filled in after tokenize."))
-            .increment(by: Int64(n))
     }
 
     /// A sweep that failed (store unreachable).
-    public func sweepFailed() {
-        registry.makeCounter(descriptor: .init(namespace: "vault", metricName: "sweeper_failures", unitName: "total", helpText: "Sweeps that failed.")).increment()
+    public func sweepFailed() { sweepFailureCounter().increment() }
+
+    @discardableResult
+    private func sweepFailureCounter() -> Counter {
+        registry.makeCounter(descriptor: .init(namespace: "vault", metricName: "sweeper_failures", unitName: "total", helpText: "Sweeps that failed."))
     }
 
-    /// The exposition text.
-    public func exposition() -> [UInt8] { registry.emitToBuffer() }
-}
-
-/// Counts and times every request, refused ones included (it runs before the peer check).
-public struct MetricsMiddleware<Context: RequestContext>: RouterMiddleware {
-    let metrics: SidecarMetrics
-
-    public init(metrics: SidecarMetrics) { self.metrics = metrics }
-
-    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        let start = ContinuousClock.now
-        do {
-            let response = try await next(request, context)
-            metrics.request(
-                route: context.endpointPath, method: request.method.rawValue, status: response.status.code,
-                duration: ContinuousClock.now - start)
-            return response
-        } catch {
-            let status = (error as? any HTTPResponseError)?.status.code ?? 500
-            let code = (error as? APIError)?.code.rawValue ?? "HTTP_\(status)"
-            metrics.request(
-                route: context.endpointPath, method: request.method.rawValue, status: status,
-                duration: ContinuousClock.now - start, errorCode: code)
-            throw error
-        }
-    }
+    /// The exposition text (values read at scrape time brought up to date first).
+    public func exposition() -> [UInt8] { server.exposition() }
 }

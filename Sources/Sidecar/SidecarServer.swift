@@ -73,15 +73,21 @@ public struct SidecarServer: Sendable {
         let paymentStore = SQLPaymentStore(database: db)
         let customerStore = SQLCustomerStore(database: db)
         let metrics = SidecarMetrics()
+        metrics.server.primaryKey(kid: keys.primary.kid.rawValue, created: keys.primaryCreated)
+        metrics.server.auditLog(audit)
+        services.append(PaymentBacklog(payments: paymentStore, metrics: metrics, logger: logger))
         let sealing = SealingKeys(keys.sealing)
         let keysDirectory = configuration.keysDirectory, reloadLogger = logger
         services.append(ReloadOnHangup {
             do throws(VaultError) {
                 let fresh = try SidecarKeys.load(directory: keysDirectory, logger: reloadLogger)
                 sealing.replace(with: fresh.sealing)
+                metrics.server.primaryKey(kid: fresh.primary.kid.rawValue, created: fresh.primaryCreated)
+                metrics.server.reloaded(success: true)
                 audit?.record(AuditEvent(action: "key_reload", uid: getuid(), kid: fresh.primary.kid.rawValue))
                 reloadLogger.notice("keys reloaded", metadata: ["primary_kid": "\(fresh.primary.kid)", "kids": "\(fresh.sealing.statuses.count)"])
             } catch {
+                metrics.server.reloaded(success: false)
                 reloadLogger.error("key reload failed; keeping the keys in use", metadata: ["error": "\(error.code)", "reason": "\(error.message)"])
                 audit?.record(AuditEvent(action: "key_reload", outcome: error.code.rawValue, uid: getuid()))
             }
@@ -111,7 +117,7 @@ public struct SidecarServer: Sendable {
         let router = Router(context: VaultRequestContext.self)
         // First, so it sees every answer: Request-Id, Retry-After, coded 404 and 405.
         router.add(middleware: ConventionsMiddleware(routes: SidecarRoutes.table.methodsAndPaths(), logRequests: configuration.logRequests))
-        router.add(middleware: MetricsMiddleware(metrics: metrics))
+        router.add(middleware: MetricsMiddleware(metrics: metrics.server, routes: SidecarRoutes.table.methodsAndPaths()))
         if let audit { router.add(middleware: AuditMiddleware(log: audit, actions: SidecarRoutes.auditedActions)) }
         router.add(middleware: PeerAuthorizationMiddleware(policy: configuration.peers))
         let sessions = payments.map { SessionService(sessions: paymentStore, payments: $0, tokenizer: tokenizer, maxAttempts: self.configuration.sessionMaxAttempts) }

@@ -1,3 +1,4 @@
+import Audit
 import CardRules
 import Foundation
 import Hummingbird
@@ -20,7 +21,7 @@ import VaultCrypto
             store: store, primaryKey: try PublicKey(rawBytes: Array(repeating: 9, count: 32)))
         let metrics = SidecarMetrics()
         let router = Router()
-        router.add(middleware: MetricsMiddleware(metrics: metrics))
+        router.add(middleware: MetricsMiddleware(metrics: metrics.server))
         SidecarRoutes(tokenizer: tokenizer, metrics: metrics).register(on: router)
         let json: HTTPFields = [.contentType: "application/json"]
         try await Application(router: router).test(.router) { client in
@@ -87,5 +88,45 @@ import VaultCrypto
         let text = String(decoding: metrics.exposition(), as: UTF8.self)
         #expect(text.contains("vault_sweeper_cvcs_dropped_total 2"), "\(text)")
         #expect(text.contains("vault_sweeper_tokens_deleted_total 0"))
+    }
+
+    /// What both servers export beside requests: build info, the primary key's age (from the
+    /// time given, at each scrape; a new primary replaces the old kid's series), the last
+    /// reload's result and time, and audit write failures read from the audit log.
+    @Test func buildInfoKeyAgeReloadsAndAuditFailures() throws {
+        final class Clock: @unchecked Sendable { var now = Date(timeIntervalSince1970: 1_800_000_000) }
+        let clock = Clock()
+        let metrics = ServerMetrics(component: "gateway", now: { clock.now })
+        func text() -> String { String(decoding: metrics.exposition(), as: UTF8.self) }
+        #expect(text().contains(#"vault_build_info{version="\#(VaultVersion.string)",component="gateway"} 1"#), "\(text())")
+        #expect(text().contains("vault_reload_last_success 1") && text().contains("vault_reload_last_timestamp_seconds 1800000000"), "\(text())")
+        #expect(text().contains("vault_audit_write_failures_total 0"))
+        #expect(text().contains(#"vault_store_errors_total{code="STORE_UNAVAILABLE"} 0"#))
+
+        metrics.primaryKey(kid: "0123456789abcdef", created: clock.now.addingTimeInterval(-86400))
+        #expect(text().contains(#"vault_key_age_seconds{kid="0123456789abcdef",role="primary"} 86400"#), "\(text())")
+        clock.now = clock.now.addingTimeInterval(60)
+        #expect(text().contains(#"vault_key_age_seconds{kid="0123456789abcdef",role="primary"} 86460"#))
+        metrics.primaryKey(kid: "fedcba9876543210", created: clock.now)
+        #expect(text().contains(#"vault_key_age_seconds{kid="fedcba9876543210",role="primary"} 0"#))
+        #expect(!text().contains("0123456789abcdef"))
+
+        clock.now = clock.now.addingTimeInterval(5)
+        metrics.reloaded(success: false)
+        #expect(text().contains("vault_reload_last_success 0") && text().contains("vault_reload_last_timestamp_seconds 1800000065"), "\(text())")
+        metrics.reloaded(success: true)
+        #expect(text().contains("vault_reload_last_success 1"))
+
+        let dir = NSTemporaryDirectory() + "vault-metrics-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let audit = try AuditLog(path: dir + "/audit.jsonl", process: "gateway")
+        metrics.auditLog(audit)
+        #expect(audit.record(AuditEvent(action: "key_reload", uid: 0)))
+        audit.close()
+        // Records after close fail (AUDIT_LOG_CLOSED): counted, and exported at the next scrape.
+        #expect(!audit.record(AuditEvent(action: "key_reload", uid: 0)) && !audit.record(AuditEvent(action: "key_reload", uid: 0)))
+        #expect(text().contains("vault_audit_write_failures_total 2"), "\(text())")
+        #expect(text().contains("vault_audit_write_failures_total 2"))
     }
 }

@@ -306,4 +306,32 @@ import VaultCrypto
         #expect(try await store.finish(waiting.id, status: .succeeded, code: nil, reference: "r", nextAction: nil, now: t0))
         #expect(try await store.get(waiting.id)?.status == .succeeded)
     }
+
+    /// The counts behind `vault_payments_by_state`: every state (0 for none) or the backlog's, and
+    /// the creation time of the oldest payment still processing, on both backends.
+    @Test(arguments: Backend.available)
+    func paymentsAreCountedByState(_ backend: Backend) async throws {
+        let h = try await backend.make()
+        defer { Task { await h.cleanup() } }
+        let store = try await h.payments()
+        let empty = try await store.stateCounts(all: true)
+        #expect(empty.byStatus.count == PaymentRecord.Status.allCases.count && empty.byStatus.values.allSatisfy { $0 == 0 })
+        #expect(empty.oldestProcessing == nil)
+
+        let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+        let old = Self.intent(at: t0), young = Self.intent(at: t0.addingTimeInterval(120))
+        let paid = Self.intent(at: t0), declined = Self.intent(at: t0), lost = Self.intent(at: t0)
+        for r in [old, young, paid, declined, lost] { #expect(try await store.begin(r) == .created) }
+        let t1 = t0.addingTimeInterval(300)
+        #expect(try await store.finish(paid.id, status: .succeeded, code: nil, reference: "sbx_1", nextAction: nil, now: t1))
+        #expect(try await store.finish(declined.id, status: .declined, code: "generic_decline", reference: nil, nextAction: nil, now: t1))
+        #expect(try await store.markUnknown(lost.id, reason: "timeout", now: t1))
+
+        let counts = try await store.stateCounts(all: true)
+        #expect(counts.byStatus == [.processing: 2, .succeeded: 1, .declined: 1, .unknown: 1, .requiresAction: 0, .failed: 0], "\(counts)")
+        #expect(counts.oldestProcessing.map { abs($0.timeIntervalSince(t0)) < 0.01 } == true, "\(String(describing: counts.oldestProcessing))")
+        // The backlog only (the partial index): processing and unknown, nothing else.
+        let backlog = try await store.stateCounts(all: false)
+        #expect(backlog.byStatus == [.processing: 2, .unknown: 1] && backlog.oldestProcessing == counts.oldestProcessing, "\(backlog)")
+    }
 }
