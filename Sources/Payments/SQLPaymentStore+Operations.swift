@@ -52,7 +52,7 @@ extension SQLPaymentStore: PaymentOperationStore {
         case .refund:
             guard let captured = payment.capturedAmount else { return .notRefundable }
             let row = try await tx.query("""
-                SELECT COALESCE(SUM(amount), 0) FROM vault_payment_operations
+                SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM vault_payment_operations
                 WHERE payment_id = ? AND kind = 'refund' AND status IN ('processing', 'succeeded', 'pending')
                 """, [payment.id]).first
             let available = captured - (row?.optionalInt(0) ?? 0)

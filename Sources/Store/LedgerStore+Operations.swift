@@ -97,7 +97,7 @@ extension LedgerStore {
                 }
                 guard let captured else { return .refused(.paymentNotRefundable, "nothing was captured on this payment") }
                 let refunded = try await tx.query(
-                    "SELECT COALESCE(SUM(amount), 0) FROM vault_ledger_operations WHERE payment_id = ? AND kind = 'refund' AND (\(live))",
+                    "SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) FROM vault_ledger_operations WHERE payment_id = ? AND kind = 'refund' AND (\(live))",
                     [op.paymentID]).first?.optionalInt(0) ?? 0
                 guard op.amount <= captured - refunded else {
                     return .refused(.refundExceedsCaptured, "the refunds would exceed the captured amount (\(captured - refunded) left)")
