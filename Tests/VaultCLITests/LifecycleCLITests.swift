@@ -128,4 +128,51 @@ import Testing
         #expect(capture == 409 && captureText.contains("AUTHORIZATION_EXPIRED"), "\(captureText)")
         #expect(try Self.ledgerOperations(s, id) == 0, "nothing was sent")
     }
+
+    /// Crash safety: a gateway that cannot be reached leaves nothing recorded (503, the key may be
+    /// sent again); an operation the gateway did but whose outcome the sidecar never recorded (the
+    /// state a kill -9 between the two leaves: the intent `processing` in the sidecar's store, the
+    /// row done in the ledger) is settled by the reconciler after a restart, without a second send.
+    @Test func operationsSettleAfterAnOutageAndAKill() throws {
+        let s = try Stack()
+        try s.startGateway()
+        try s.startSidecar(extra: ["--reconcile-after", "1"])
+        let id = try Self.authorize(s)
+        s.stop(s.gateway)
+        let body = #"{"amount":1000,"idempotency_key":"cap-outage-\#(id)"}"#
+        let (down, downText) = try s.curl(s.sidecarSocket, "POST", "/v1/payments/\(id)/capture", body)
+        #expect(down == 503 && downText.contains("GATEWAY_UNAVAILABLE"), "\(downText)")
+        try s.startGateway()
+        let (up, upText) = try s.curl(s.sidecarSocket, "POST", "/v1/payments/\(id)/capture", body)
+        #expect(up == 200 && Self.json(upText)["amount_captured"] as? Int == 1000, "the same key once the gateway is back: \(upText)")
+        #expect(try Self.ledgerOperations(s, id) == 1)
+
+        // A refund the gateway made, its outcome never recorded by the sidecar (killed).
+        let refundID = "re_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        let (sent, sentText) = try s.curl(
+            s.gatewaySocket, "POST", "/v1/operations",
+            #"{"operation_id":"\#(refundID)","kind":"refund","payment_id":"\#(id)","amount":400,"currency":"EUR"}"#)
+        #expect(sent == 200 && sentText.contains(#""status":"succeeded""#), "\(sentText)")
+        kill(s.sidecar?.processIdentifier ?? 0, SIGKILL)
+        s.sidecar?.waitUntilExit()
+        let insert = """
+            INSERT INTO vault_payment_operations (id, payment_id, kind, scope, idempotency_key, request, amount, currency, status,
+                created_at, updated_at) VALUES ('\(refundID)', '\(id)', 'refund', 'uid:\(getuid())', 'killed-\(id)',
+                'refund=\(id)&amount=400', 400, 'EUR', 'processing', 0, 0)
+            """
+        let r = try run("/usr/bin/env", ["python3", "-c", "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(sys.argv[2]); c.commit()", s.dir + "/tokens.sqlite", insert])
+        #expect(r.status == 0, "\(r.stderr)")
+        try s.startSidecar(extra: ["--reconcile-after", "1"])
+        var refund: [String: Any] = [:]
+        for _ in 0..<200 where refund["status"] as? String != "succeeded" {
+            usleep(100_000)
+            refund = Self.json(try s.curl(s.sidecarSocket, "GET", "/v1/refunds/\(refundID)").1)
+        }
+        #expect(refund["status"] as? String == "succeeded", "\(refund)")
+        #expect(Self.json(try s.curl(s.sidecarSocket, "GET", "/v1/payments/\(id)").1)["amount_refunded"] as? Int == 400)
+        // The same key replays it; the processor was asked once.
+        let (replay, replayText) = try s.curl(s.sidecarSocket, "POST", "/v1/refunds", #"{"payment":"\#(id)","amount":400,"idempotency_key":"killed-\#(id)"}"#)
+        #expect(replay == 200 && Self.json(replayText)["id"] as? String == refundID, "\(replayText)")
+        #expect(try Self.ledgerOperations(s, id) == 2)
+    }
 }
