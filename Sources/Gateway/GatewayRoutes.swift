@@ -27,6 +27,9 @@ import VaultOpen
 ///   the pending state below).
 /// - 200 `{"status":"unknown",…}`: the settlement deadline passed (the shape below).
 ///
+/// `POST /v1/operations`, `GET /v1/operations/{id}`: capture, void and refund by the
+/// authorization's reference (`OperationController`).
+///
 /// `GET /v1/authorizations/{payment_id}`: what the gateway knows of a payment id.
 /// - 200 `{"status":"succeeded|declined|requires_action",…}`: the outcome (as `POST /v1/authorize`
 ///   answers it).
@@ -51,6 +54,7 @@ public struct GatewayRoutes: Sendable {
     public static let table: [GatewayRoute] =
         HealthController.endpoints.map(\.route) + KeyController.endpoints.map(\.route) + AuthorizationController.endpoints.map(\.route)
         + FingerprintController.endpoints.map(\.route) + SandboxACSController.endpoints.map(\.route)
+        + OperationController.endpoints.map(\.route)
 
     /// Every route served, as `METHOD /path` in OpenAPI notation.
     public static let documentedRoutes = table.documentedRoutes()
@@ -83,6 +87,7 @@ public struct GatewayRoutes: Sendable {
         AuthorizationController(openers: openers, processor: processor, metrics: metrics).addRoutes(to: group)
         FingerprintController(openers: openers, metrics: metrics).addRoutes(to: group)
         SandboxACSController(sandbox: processor as? SandboxProcessor).addRoutes(to: group)
+        OperationController(processor: processor, metrics: metrics).addRoutes(to: group)
     }
 }
 

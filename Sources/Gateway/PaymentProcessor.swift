@@ -1,6 +1,7 @@
 import Foundation
 import GatewayAPI
 import Money
+import Store
 import VaultCrypto
 import VaultOpen
 
@@ -11,13 +12,16 @@ public struct AuthorizationRequest: Sendable, Equatable {
     /// Minor units, > 0.
     public var amount: Int
     public var currency: Currency
+    /// False: authorize only (the outcome is `.authorized`, captured later by an operation).
+    public var capture: Bool
 
     /// The caller's idempotency key is not part of it: it is scoped to the caller, free text,
     /// and never reaches a processor (the payment id is the processor's idempotency key).
-    public init(paymentID: String, amount: Int, currency: Currency) {
+    public init(paymentID: String, amount: Int, currency: Currency, capture: Bool = true) {
         self.paymentID = paymentID
         self.amount = amount
         self.currency = currency
+        self.capture = capture
     }
 }
 
@@ -30,10 +34,14 @@ public enum AuthorizationOutcome: Sendable, Equatable {
     case declined(code: String, reference: String?)
     /// The cardholder must complete a 3-D Secure challenge first.
     case requiresAction(ThreeDSChallenge)
+    /// Authorized only (`capture: false`): the funds are held under `reference` until a capture
+    /// or a void (`PaymentProcessor.operate`).
+    case authorized(reference: String)
 
-    /// `succeeded`, `declined` or `requires_action`.
+    /// `succeeded`, `declined`, `requires_action` or `requires_capture`.
     public var status: String {
         switch self {
+        case .authorized: "requires_capture"
         case .succeeded: "succeeded"
         case .declined: "declined"
         case .requiresAction: "requires_action"
@@ -140,4 +148,13 @@ public protocol PaymentProcessor: Sendable {
     /// received it): nil means nothing was charged.
     /// - Throws: `.unavailable` when the ledger cannot be read.
     func authorization(of paymentID: String) async throws(ProcessorError) -> AuthorizationState?
+    /// Captures, voids or refunds an authorized payment by the reference its authorization left in
+    /// the ledger (never the card: no envelope is opened). Idempotent by the operation id: a repeat
+    /// answers the first outcome.
+    /// - Throws: `.refused` (the authorization does not allow it, an amount too large, a processor
+    ///   without the operation: `OPERATION_NOT_SUPPORTED`), `.unavailable` (nothing was sent),
+    ///   `.outcomeUnknown`, `.inProgress`.
+    func operate(_ request: OperationRequest) async throws(ProcessorError) -> GatewayOperationOutcome
+    /// What is known of an operation id, or nil when it was never sent.
+    func operation(_ operationID: String) async throws(ProcessorError) -> LedgerOperation?
 }

@@ -123,6 +123,7 @@ public final class RelayProcessor: PaymentProcessor {
     // MARK: - Authorize
 
     public func authorize(_ request: AuthorizationRequest, card: OpenedCard) async throws(ProcessorError) -> AuthorizationOutcome {
+        guard request.capture else { throw Self.unsupported("an authorization without capture") }
         let started = ContinuousClock.now
         let t = now()
         let entry = LedgerEntry(
@@ -487,6 +488,7 @@ public final class RelayProcessor: PaymentProcessor {
         guard row.state == .done, let status = row.status else { return nil }
         switch status {
         case "succeeded": return .succeeded(reference: row.reference ?? "")
+        case "requires_capture": return .authorized(reference: row.reference ?? "")
         case "requires_action": return .requiresAction(ThreeDSChallenge(transactionID: row.reference ?? "", payload: "", challengeURL: ""))
         default: return .declined(code: row.declineCode ?? "generic_decline", reference: row.reference)
         }
@@ -495,6 +497,7 @@ public final class RelayProcessor: PaymentProcessor {
     static func columns(_ o: AuthorizationOutcome) -> (String, String?, String?) {
         switch o {
         case .succeeded(let r): ("succeeded", nil, r)
+        case .authorized(let r): ("requires_capture", nil, r)
         case .declined(let c, let r): ("declined", c, r)
         case .requiresAction(let ch): ("requires_action", nil, ch.transactionID)
         }

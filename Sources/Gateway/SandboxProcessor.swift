@@ -1,5 +1,6 @@
 import CardRules
 import Foundation
+import GatewayAPI
 import Store
 import Money
 import VaultCrypto
@@ -17,6 +18,12 @@ import VaultOpen
 /// | 4000 0000 0000 0069 | declined `expired_card` |
 /// | 4000 0000 0000 0127 | declined `incorrect_cvc` |
 /// | 4000 0000 0000 0119 | declined `processing_error` |
+/// | 4000 0000 0000 5126 | succeeded; every refund of it `failed` (`refund_failed`) |
+/// | 4000 0000 0000 7726 | succeeded; every refund of it stays `pending` |
+///
+/// With `capture: false` a card that would succeed is authorized only (`requires_capture`);
+/// captures, voids and refunds (`operate`) are rows of the ledger's operations, decided at once
+/// from the authorization's row (never the card), idempotent by operation id.
 ///
 /// Like a real processor it is idempotent by payment id, durably: its charges are rows of the
 /// processor ledger in the vault's store (`vault_ledger`, with the 3-D Secure challenges in
@@ -40,9 +47,13 @@ public final class SandboxProcessor: PaymentProcessor {
         ("4000000000000069", .decline("expired_card")),
         ("4000000000000127", .decline("incorrect_cvc")),
         ("4000000000000119", .decline("processing_error")),
+        ("4000000000005126", .refund(refundFails)),
+        ("4000000000007726", .refund(refundPending)),
     ] as [(String, Rule)]).map { (Array($0.0.utf8), $0.1) }
 
-    enum Rule: Equatable { case decline(String), challenge }
+    enum Rule: Equatable { case decline(String), challenge, refund(String) }
+    /// The refund behaviours of the refund test cards, as the ledger keeps them.
+    static let refundFails = "refund_fails", refundPending = "refund_pending"
 
     /// The sandbox over a migrated store's ledger.
     public init(
@@ -62,7 +73,7 @@ public final class SandboxProcessor: PaymentProcessor {
             envelopeID: card.envelopeID, state: .done, status: decided.status, createdAt: now())
         var challenge: (transactionID: String, requestJTI: String)?
         switch decided {
-        case .succeeded(let r): entry.reference = r
+        case .succeeded(let r), .authorized(let r): entry.reference = r
         case .declined(let c, let r): (entry.declineCode, entry.reference) = (c, r)
         case .requiresAction(let ch):
             entry.transactionID = ch.transactionID
@@ -70,7 +81,7 @@ public final class SandboxProcessor: PaymentProcessor {
             challenge = (ch.transactionID, RandomID.make(prefix: "jti_"))
         }
         let claim: LedgerClaim
-        do { claim = try await ledger.claim(entry, challenge: challenge) } catch {
+        do { claim = try await ledger.claim(entry, challenge: challenge, refundRule: refundRule(card)) } catch {
             throw .unavailable("the sandbox ledger failed (\(error.code))")
         }
         switch claim {
@@ -155,16 +166,32 @@ public final class SandboxProcessor: PaymentProcessor {
         }
     }
 
+    /// The test card's rule, if it is one.
+    func rule(_ card: OpenedCard) -> Rule? {
+        card.card.number.withUnsafeBytes { raw in Self.rules.first { $0.digits.elementsEqual(raw) }?.outcome }
+    }
+
+    /// A refund test card's behaviour, kept in the ledger with its authorization.
+    func refundRule(_ card: OpenedCard) -> String? {
+        if case .refund(let r)? = rule(card) { return r }
+        return nil
+    }
+
     /// What the sandbox does with this card (before looking at its ledger).
     func decide(_ request: AuthorizationRequest, card: OpenedCard) -> AuthorizationOutcome {
-        let rule = card.card.number.withUnsafeBytes { raw in Self.rules.first { $0.digits.elementsEqual(raw) }?.outcome }
-        switch rule {
+        let decided = decideCharge(request, card: card)
+        if !request.capture, case .succeeded(let reference) = decided { return .authorized(reference: reference) }
+        return decided
+    }
+
+    func decideCharge(_ request: AuthorizationRequest, card: OpenedCard) -> AuthorizationOutcome {
+        switch rule(card) {
         case .decline(let code):
             return .declined(code: code, reference: RandomID.make(prefix: "sbx_"))
         case .challenge:
             let transaction = RandomID.make(prefix: "3ds_")
             return .requiresAction(Self.challenge(transaction: transaction, base: challengeBase, paymentID: request.paymentID))
-        case nil:
+        case nil, .refund:
             if card.card.expiry.calendarMonth < CalendarMonth.of(now()) {
                 return .declined(code: "expired_card", reference: RandomID.make(prefix: "sbx_"))
             }
@@ -182,10 +209,46 @@ public final class SandboxProcessor: PaymentProcessor {
         guard row.state == .done, let status = row.status else { return nil }
         switch status {
         case "succeeded": return .succeeded(reference: row.reference ?? "")
+        case "requires_capture": return .authorized(reference: row.reference ?? "")
         case "requires_action":
             return .requiresAction(challenge(transaction: row.transactionID ?? row.reference ?? "", base: base, paymentID: row.paymentID))
         default: return .declined(code: row.declineCode ?? "generic_decline", reference: row.reference)
         }
+    }
+}
+
+extension SandboxProcessor {
+    /// Captures, voids and refunds, decided at once: every capture and void of an authorization
+    /// that allows it succeeds; a refund succeeds, or fails (`refund_failed`) or stays `pending`
+    /// for the refund test cards. The ledger checks the amounts against the authorization.
+    public func operate(_ request: OperationRequest) async throws(ProcessorError) -> GatewayOperationOutcome {
+        let rule: String?
+        do { rule = request.kind == .refund ? try await ledger.refundRule(request.paymentID) : nil } catch {
+            throw .unavailable("the sandbox ledger failed (\(error.code))")
+        }
+        var decided = GatewayOperationOutcome(status: "succeeded", reference: RandomID.make(prefix: "sbx_"))
+        if rule == Self.refundFails { (decided.status, decided.failureCode) = ("failed", "refund_failed") }
+        if rule == Self.refundPending { decided.status = "pending" }
+        let row = LedgerOperation(
+            operationID: request.operationID, paymentID: request.paymentID, kind: request.kind.rawValue, processor: name,
+            amount: request.amount, currency: request.currency, state: .done, status: decided.status, failureCode: decided.failureCode,
+            reference: decided.reference, createdAt: now())
+        let claim: LedgerOperationClaim
+        do { claim = try await ledger.claimOperation(row) } catch { throw .unavailable("the sandbox ledger failed (\(error.code))") }
+        switch claim {
+        case .claimed: return decided
+        case .refused(let code, let message): throw .refused(code, message)
+        case .existing(let first):
+            guard first.sameRequest(kind: request.kind.rawValue, paymentID: request.paymentID, amount: request.amount) else {
+                throw .refused(.paymentIDReused, "this operation id was already used for another operation")
+            }
+            guard first.state == .done, let status = first.status else { throw .inProgress }
+            return GatewayOperationOutcome(status: status, failureCode: first.failureCode, reference: first.reference)
+        }
+    }
+
+    public func operation(_ operationID: String) async throws(ProcessorError) -> LedgerOperation? {
+        do { return try await ledger.operation(operationID) } catch { throw .unavailable("the sandbox ledger failed (\(error.code))") }
     }
 }
 

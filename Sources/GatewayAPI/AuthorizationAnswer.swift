@@ -58,7 +58,7 @@ public struct GatewayOutcome: Sendable, Equatable {
     /// Reads an answer; nil when it is not an outcome. `next_action` comes back with sorted keys.
     public init?(json text: String) {
         guard let json = GatewayJSON.object(text), let status = json["status"] as? String,
-              ["succeeded", "declined", "requires_action", "unknown"].contains(status)
+              ["succeeded", "declined", "requires_action", "requires_capture", "unknown"].contains(status)
         else { return nil }
         var next: String?
         if let action = json["next_action"], let data = try? JSONSerialization.data(withJSONObject: action, options: [.sortedKeys, .withoutEscapingSlashes]) {

@@ -18,16 +18,19 @@ public struct AuthorizeRequest: Sendable {
     public var amount: Int
     public var currency: Currency
     public var envelope: CardEnvelope
+    /// False (`"capture":false`): authorize only; the answer is `requires_capture`.
+    public var capture: Bool
 
-    public init(paymentID: String, amount: Int, currency: Currency, envelope: CardEnvelope) {
-        (self.paymentID, self.amount, self.currency, self.envelope) = (paymentID, amount, currency, envelope)
+    public init(paymentID: String, amount: Int, currency: Currency, envelope: CardEnvelope, capture: Bool = true) {
+        (self.paymentID, self.amount, self.currency, self.envelope, self.capture) = (paymentID, amount, currency, envelope, capture)
     }
 
     /// The request's JSON, with an envelope already in its JSON form (the sidecar stores them so).
     /// The caller's idempotency key never goes to the gateway: the payment id is the processor's
     /// idempotency key (unique per payment, the same on every retry).
-    public static func json(paymentID: String, amount: Int, currency: String, envelopeJSON: String) -> String {
-        #"{"payment_id":"\#(paymentID)","amount":\#(amount),"currency":"\#(currency)","envelope":\#(envelopeJSON)}"#
+    public static func json(paymentID: String, amount: Int, currency: String, envelopeJSON: String, capture: Bool = true) -> String {
+        let authorizeOnly = capture ? "" : #","capture":false"#
+        return #"{"payment_id":"\#(paymentID)","amount":\#(amount),"currency":"\#(currency)"\#(authorizeOnly),"envelope":\#(envelopeJSON)}"#
     }
 }
 

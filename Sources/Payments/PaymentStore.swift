@@ -17,9 +17,15 @@ public struct PaymentRecord: Sendable, Equatable {
         /// have been charged, so it keeps holding a single-use token, and a later answer from the
         /// processor still settles it.
         case unknown
+        /// Authorized only (`capture: false`): the funds are held until it is captured
+        /// (`succeeded`), canceled, or its authorization expires (`canceled`, code `expired`).
+        case requiresCapture = "requires_capture"
+        /// The authorization was voided (code `requested`) or expired (code `expired`) before capture.
+        case canceled
 
-        /// True once nothing more will happen to it (`unknown` is not: it may still settle).
-        public var isFinal: Bool { self == .succeeded || self == .declined || self == .failed }
+        /// True once nothing more will happen to it (`unknown` is not: it may still settle; a
+        /// succeeded payment may still be refunded, but its status stays).
+        public var isFinal: Bool { self == .succeeded || self == .declined || self == .failed || self == .canceled }
     }
 
     /// `pay_` + 128 random bits.
@@ -49,12 +55,33 @@ public struct PaymentRecord: Sendable, Equatable {
     public var reason: String?
     public var createdAt: Date
     public var updatedAt: Date
+    /// Authorize only (`capture: false`): the outcome is `requires_capture`, not `succeeded`.
+    public var manualCapture: Bool
+    /// What a capture took (set by `POST /v1/payments/{id}/capture`); a payment captured at once
+    /// captured its `amount` (`capturedAmount`).
+    public var amountCaptured: Int?
+    /// The sum of its refunds that succeeded.
+    public var amountRefunded: Int
+    /// When an authorization held by `requires_capture` lapses (intent time + `authorization_ttl`).
+    public var authorizationExpiresAt: Date?
+
+    /// What was taken from the card: the capture's amount, the whole amount of a payment captured
+    /// at once, nil while nothing is captured.
+    public var capturedAmount: Int? {
+        guard status == .succeeded else { return nil }
+        return amountCaptured ?? amount
+    }
 
     public init(
         id: String, scope: String = PaymentScope.global, idempotencyKey: String, request: String, token: String, singleUse: Bool,
         amount: Int, currency: String, status: Status = .processing, code: String? = nil, reference: String? = nil,
-        nextAction: String? = nil, reason: String? = nil, createdAt: Date, updatedAt: Date? = nil
+        nextAction: String? = nil, reason: String? = nil, createdAt: Date, updatedAt: Date? = nil, manualCapture: Bool = false,
+        amountCaptured: Int? = nil, amountRefunded: Int = 0, authorizationExpiresAt: Date? = nil
     ) {
+        self.manualCapture = manualCapture
+        self.amountCaptured = amountCaptured
+        self.amountRefunded = amountRefunded
+        self.authorizationExpiresAt = authorizationExpiresAt
         self.id = id
         self.scope = scope
         self.idempotencyKey = idempotencyKey

@@ -16,18 +16,19 @@ public final class SQLPaymentStore: PaymentStore, SessionStore {
 
     static let columns = """
         id, scope, idempotency_key, request, token, single_use, amount, currency, status, code, reference, next_action, reason,
-        created_at, updated_at
+        created_at, updated_at, capture_method, amount_captured, amount_refunded, authorization_expires_at
         """
 
     public func begin(_ r: PaymentRecord) async throws(StoreError) -> PaymentBegin {
         let values: [any SQLBindable] = [
             r.id, r.scope, r.idempotencyKey, r.request, r.token, r.singleUse, r.amount, r.currency, r.status.rawValue, r.code,
-            r.reference, r.nextAction, r.reason, r.createdAt, r.updatedAt,
+            r.reference, r.nextAction, r.reason, r.createdAt, r.updatedAt, (r.manualCapture ? "manual" : nil) as String?, r.amountCaptured,
+            r.amountRefunded, r.authorizationExpiresAt,
         ]
         let inserted: Bool
         do throws(StoreError) {
             inserted = try await !db.write("""
-                INSERT INTO vault_payments (\(Self.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO vault_payments (\(Self.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (scope, idempotency_key) DO NOTHING RETURNING id
                 """, values).isEmpty
         } catch where error.code == .duplicate {
@@ -106,7 +107,7 @@ public final class SQLPaymentStore: PaymentStore, SessionStore {
             byStatus: byStatus, counted: all ? PaymentRecord.Status.allCases : PaymentStateCounts.backlog, oldestProcessing: oldest)
     }
 
-    private func select(_ condition: String, _ arguments: [any SQLBindable]) async throws(StoreError) -> [PaymentRecord] {
+    func select(_ condition: String, _ arguments: [any SQLBindable]) async throws(StoreError) -> [PaymentRecord] {
         try await db.query("SELECT \(Self.columns) FROM vault_payments \(condition)", arguments).map(Self.payment)
     }
 
@@ -118,7 +119,8 @@ public final class SQLPaymentStore: PaymentStore, SessionStore {
             id: try r.string(0), scope: try r.string(1), idempotencyKey: try r.string(2), request: try r.string(3), token: try r.string(4),
             singleUse: try r.bool(5), amount: try r.int(6), currency: try r.string(7), status: status, code: r.optionalString(9),
             reference: r.optionalString(10), nextAction: r.optionalString(11), reason: r.optionalString(12), createdAt: try r.date(13),
-            updatedAt: try r.date(14))
+            updatedAt: try r.date(14), manualCapture: r.optionalString(15) == "manual", amountCaptured: r.optionalInt(16),
+            amountRefunded: r.optionalInt(17) ?? 0, authorizationExpiresAt: r.optionalDate(18))
     }
 
     // MARK: Sessions

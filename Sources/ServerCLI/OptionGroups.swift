@@ -78,6 +78,9 @@ public struct SidecarOptions: ParsableArguments {
     @Option(name: .customLong(S.reconcileAfter.flag), help: S.reconcileAfter.argumentHelp)
     public var reconcileAfter: Double?
 
+    @Option(name: .customLong(S.authorizationTTL.flag), help: S.authorizationTTL.argumentHelp)
+    public var authorizationTTL: Double?
+
     @Option(name: .customLong(S.sessionMaxAttempts.flag), help: S.sessionMaxAttempts.argumentHelp)
     public var sessionMaxAttempts: Double?
 

@@ -86,6 +86,9 @@ public enum SidecarSettings: SettingsSection {
         .sidecar, "gateway", default: "gateway.sock", help: "The gateway adapter's socket (vault gateway), for payments.")
     public static let reconcileAfter = Setting(
         .sidecar, "reconcile_after", default: "60", maximum: Setting.day, help: "Reconcile a payment still processing after this many seconds, 1 to 86400.")
+    public static let authorizationTTL = Setting(
+        .sidecar, "authorization_ttl", default: "604800", maximum: 31 * Setting.day,
+        help: "Seconds an authorization made with capture: false waits for its capture before it expires (canceled), 1 to 2678400 (31 days).")
     public static let sessionMaxAttempts = Setting(
         .sidecar, "session_max_attempts", default: String(SessionService.defaultMaxAttempts), maximum: 1000,
         help: "Failed payment attempts a checkout session allows before it is closed (SESSION_ATTEMPTS_EXCEEDED), 1 to 1000.")
@@ -104,7 +107,7 @@ public enum SidecarSettings: SettingsSection {
         .sidecar, "log_requests", default: "false", help: "Log every request (route template, status, duration, request id, error code) at info level.")
 
     public static let all = [
-        socket, socketMode, socketGroup, store, keys, tokenTTL, cvcTTL, allow, gateway, reconcileAfter, sessionMaxAttempts,
+        socket, socketMode, socketGroup, store, keys, tokenTTL, cvcTTL, allow, gateway, reconcileAfter, authorizationTTL, sessionMaxAttempts,
         customerReferenceUnique, auditLog, logLevel, logFormat, logRequests,
     ]
 }

@@ -33,6 +33,7 @@ extension SidecarServer.Configuration {
         c.gatewaySocket = try s.string(S.gateway, flag: o.sidecar.gateway)
         let reconcile = try s.number(S.reconcileAfter, flag: o.sidecar.reconcileAfter, atLeast: 1)
         c.reconcileAfter = .milliseconds(Int(reconcile * 1000))
+        c.authorizationTTL = try s.number(S.authorizationTTL, flag: o.sidecar.authorizationTTL, atLeast: 1)
         let attempts = try s.number(S.sessionMaxAttempts, flag: o.sidecar.sessionMaxAttempts, atLeast: 1)
         guard attempts == attempts.rounded(), attempts <= 1000 else {
             throw VaultError(.configInvalid, "sidecar.session_max_attempts must be a whole number from 1 to 1000", field: "sidecar.session_max_attempts")

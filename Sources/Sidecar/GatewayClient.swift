@@ -95,9 +95,9 @@ public struct GatewayClient: Sendable {
     /// The caller's idempotency key never goes to the gateway: the payment id is the processor's
     /// idempotency key (unique per payment, the same on every retry).
     public func authorize(
-        paymentID: String, amount: Int, currency: String, envelopeJSON: String
+        paymentID: String, amount: Int, currency: String, envelopeJSON: String, capture: Bool = true
     ) async throws(Failure) -> Outcome {
-        let body = AuthorizeRequest.json(paymentID: paymentID, amount: amount, currency: currency, envelopeJSON: envelopeJSON)
+        let body = AuthorizeRequest.json(paymentID: paymentID, amount: amount, currency: currency, envelopeJSON: envelopeJSON, capture: capture)
         let (status, text) = try await call("POST", "/v1/authorize", body: body)
         if status == 200 { return try Self.outcome(text) }
         let (code, message) = Self.error(text)
@@ -165,7 +165,7 @@ public struct GatewayClient: Sendable {
         return answer
     }
 
-    private func call(_ method: String, _ path: String, body: String?) async throws(Failure) -> (Int, String) {
+    func call(_ method: String, _ path: String, body: String?) async throws(Failure) -> (Int, String) {
         guard let url = URL(httpURLWithSocketPath: socketPath, uri: path) else { throw .unreachable("bad gateway socket path") }
         var request = HTTPClientRequest(url: url.absoluteString)
         request.method = .init(rawValue: method)

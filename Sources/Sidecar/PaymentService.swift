@@ -23,12 +23,22 @@ public struct PaymentService: Sendable {
     /// How long a replay waits for a duplicate still in flight before answering 409.
     let replayWait: Duration
     let metrics: SidecarMetrics?
+    /// Captures, cancels and refunds (`PaymentLifecycle`): the payment store's, when it keeps them.
+    let operations: (any PaymentOperationStore)?
+    /// How long an authorization (`capture: false`) may wait for its capture (`sidecar.authorization_ttl`).
+    let authorizationTTL: TimeInterval
+
+    /// Seven days, like card networks' usual hold on an authorization.
+    public static let defaultAuthorizationTTL: TimeInterval = 7 * 86_400
 
     public init(
         tokenizer: Tokenizer, payments: any PaymentStore, gateway: GatewayClient, customers: CustomerService? = nil, logger: Logger,
-        replayWait: Duration = .seconds(10), metrics: SidecarMetrics? = nil, now: @escaping @Sendable () -> Date = Date.init
+        replayWait: Duration = .seconds(10), metrics: SidecarMetrics? = nil, authorizationTTL: TimeInterval = PaymentService.defaultAuthorizationTTL,
+        now: @escaping @Sendable () -> Date = Date.init
     ) {
         self.metrics = metrics
+        self.operations = payments as? any PaymentOperationStore
+        self.authorizationTTL = authorizationTTL
         self.tokenizer = tokenizer
         self.payments = payments
         self.gateway = gateway
@@ -53,8 +63,11 @@ public struct PaymentService: Sendable {
         /// The key space of `idempotencyKey` (`PaymentScope`): the caller's uid for
         /// `POST /v1/payments`, the session for a session payment, global for mandate cycles.
         public var scope: String
+        /// False: authorize only (`requires_capture`), captured or canceled later.
+        public var capture: Bool
 
-        public init(source: Source, amount: Int, currency: Currency, idempotencyKey: String, scope: String) {
+        public init(source: Source, amount: Int, currency: Currency, idempotencyKey: String, scope: String, capture: Bool = true) {
+            self.capture = capture
             self.source = source
             self.amount = amount
             self.currency = currency
@@ -64,6 +77,10 @@ public struct PaymentService: Sendable {
 
         /// The canonical form stored with the payment: a replay must match it exactly.
         var canonical: String {
+            capture ? sourceCanonical : sourceCanonical + "&capture=false"
+        }
+
+        private var sourceCanonical: String {
             switch source {
             case .token(let t): "token=\(t)&amount=\(amount)&currency=\(currency.code)"
             case .customer(let c): "customer=\(c)&amount=\(amount)&currency=\(currency.code)"
@@ -78,7 +95,8 @@ public struct PaymentService: Sendable {
         var card = try await card(for: request)
         let intent = PaymentRecord(
             id: RandomID.make(prefix: "pay_"), scope: request.scope, idempotencyKey: request.idempotencyKey, request: request.canonical,
-            token: card.sourceID, singleUse: card.singleUse, amount: request.amount, currency: request.currency.code, createdAt: now())
+            token: card.sourceID, singleUse: card.singleUse, amount: request.amount, currency: request.currency.code, createdAt: now(),
+            manualCapture: !request.capture, authorizationExpiresAt: request.capture ? nil : now().addingTimeInterval(authorizationTTL))
         switch try await store({ () throws(StoreError) in try await payments.begin(intent) }) {
         case .existing(let existing):
             guard let first = try await replay(existing, request) else {
@@ -156,7 +174,7 @@ public struct PaymentService: Sendable {
         do throws(GatewayClient.Failure) {
             do throws(GatewayClient.Failure) {
                 return try await gateway.authorize(
-                    paymentID: intent.id, amount: intent.amount, currency: intent.currency, envelopeJSON: envelopeJSON)
+                    paymentID: intent.id, amount: intent.amount, currency: intent.currency, envelopeJSON: envelopeJSON, capture: !intent.manualCapture)
             } catch .connectionClosed(let why) {
                 // A kept-alive connection the gateway closed as the request went out. The gateway
                 // is idempotent by payment id (its ledger answers a repeat with the first outcome),
@@ -166,7 +184,8 @@ public struct PaymentService: Sendable {
                 logger.notice("gateway connection closed mid-call; asking again", metadata: ["payment": "\(intent.id)"])
                 do throws(GatewayClient.Failure) {
                     return try await gateway.authorize(
-                        paymentID: intent.id, amount: intent.amount, currency: intent.currency, envelopeJSON: envelopeJSON)
+                        paymentID: intent.id, amount: intent.amount, currency: intent.currency, envelopeJSON: envelopeJSON,
+                        capture: !intent.manualCapture)
                 } catch let second where second.nothingSent {
                     throw .failedMidway("\(why); asking again failed: \(second.reason)")
                 }
@@ -209,7 +228,7 @@ public struct PaymentService: Sendable {
         _ = try await store { () throws(StoreError) in
             try await payments.finish(intent.id, status: status, code: outcome.declineCode, reference: outcome.reference, nextAction: outcome.nextAction, now: t)
         }
-        if status == .succeeded, intent.singleUse {
+        if status == .succeeded || status == .requiresCapture, intent.singleUse {
             _ = try? await tokenizer.store.delete(intent.token)
         }
         logger.info("payment", metadata: ["payment": "\(intent.id)", "status": "\(status.rawValue)", "code": "\(outcome.declineCode ?? "-")"])
@@ -289,9 +308,16 @@ public struct PaymentService: Sendable {
     }
 
     /// A payment by id.
+    /// An authorization past its `authorization_expires_at` is marked `canceled` (`expired`) as it is read.
     public func payment(_ id: String) async throws(VaultError) -> PaymentRecord {
-        guard let p = try await store({ () throws(StoreError) in try await payments.get(id) }) else {
+        guard var p = try await store({ () throws(StoreError) in try await payments.get(id) }) else {
             throw VaultError(.paymentNotFound, "no payment with that id")
+        }
+        if p.status == .requiresCapture, let expiry = p.authorizationExpiresAt, expiry <= now(), let operations {
+            let t = now()
+            if try await store({ () throws(StoreError) in try await operations.expireAuthorizations(id, now: t) }) == [id] {
+                (p.status, p.code, p.updatedAt) = (.canceled, "expired", t)
+            }
         }
         return p
     }
@@ -312,8 +338,10 @@ public struct PaymentService: Sendable {
         let t = now()
         let cutoff = t.addingTimeInterval(-Self.seconds(age))
         let abandonBefore = t.addingTimeInterval(-max(Self.seconds(age), Self.seconds(abandonAfter)))
-        guard let stale = try? await payments.unsettled(before: cutoff, limit: 100) else { return 0 }
-        var settled = 0
+        let expired = (try? await operations?.expireAuthorizations(nil, now: t)) ?? []
+        if !expired.isEmpty { logger.notice("authorizations expired", metadata: ["count": "\(expired.count)"]) }
+        var settled = await reconcileOperations(before: cutoff, abandonBefore: abandonBefore)
+        guard let stale = try? await payments.unsettled(before: cutoff, limit: 100) else { return settled }
         for p in stale {
             let known: GatewayClient.Authorization
             do throws(GatewayClient.Failure) {
@@ -338,7 +366,8 @@ public struct PaymentService: Sendable {
             case .pending(let resend, let inFlight, let nextTryAt, _):
                 guard resend, !inFlight, (nextTryAt ?? .distantPast) <= t, let envelope = await envelope(of: p) else { continue }
                 do throws(GatewayClient.Failure) {
-                    let outcome = try await gateway.authorize(paymentID: p.id, amount: p.amount, currency: p.currency, envelopeJSON: envelope)
+                    let outcome = try await gateway.authorize(
+                        paymentID: p.id, amount: p.amount, currency: p.currency, envelopeJSON: envelope, capture: !p.manualCapture)
                     guard let done = try? await record(outcome, for: p) else { continue }
                     if done.status != .unknown { settled += 1; metrics?.paymentSettled(how: "resent") }
                 } catch {
@@ -369,7 +398,7 @@ public struct PaymentService: Sendable {
 
     static func seconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18 }
 
-    private func store<T>(_ body: () async throws(StoreError) -> T) async throws(VaultError) -> T {
+    func store<T>(_ body: () async throws(StoreError) -> T) async throws(VaultError) -> T {
         do throws(StoreError) { return try await body() } catch {
             throw VaultError(store: error)
         }
@@ -388,8 +417,17 @@ public struct PaymentService: Sendable {
             out += ",\"mandate\":"
             JSONOut.string(String(p.request.dropFirst(8).prefix { $0 != "&" }), into: &out)
         }
+        out += ",\"capture_method\":\"\(p.manualCapture ? "manual" : "automatic")\",\"amount_captured\":\(p.capturedAmount ?? 0)"
+        out += ",\"amount_refunded\":\(p.amountRefunded)"
+        if p.manualCapture, let expiry = p.authorizationExpiresAt, p.status == .requiresCapture || p.status == .processing {
+            out += ",\"authorization_expires_at\":\"\(JSONOut.iso(expiry))\""
+        }
         if let code = p.code {
-            out += p.status == .failed ? ",\"failure_code\":" : ",\"decline_code\":"
+            switch p.status {
+            case .failed: out += ",\"failure_code\":"
+            case .canceled: out += ",\"cancellation_reason\":"
+            default: out += ",\"decline_code\":"
+            }
             JSONOut.string(code, into: &out)
         }
         if let reference = p.reference {

@@ -74,9 +74,9 @@ public struct SessionService: Sendable {
         do throws(StoreError) { p = try await payments.payments.get(paid) } catch { return s }
         switch p?.status {
         case .processing, .unknown: return s
-        case .succeeded, .requiresAction:
+        case .succeeded, .requiresAction, .requiresCapture:
             _ = try? await sessions.transitionSession(s.id, from: .paying, to: .completed, paymentID: paid)
-        case .declined, .failed:
+        case .declined, .failed, .canceled:
             _ = try? await sessions.failSessionAttempt(s.id, maxAttempts: maxAttempts)
         case nil:
             _ = try? await sessions.transitionSession(s.id, from: .paying, to: .open, paymentID: nil)
@@ -134,9 +134,9 @@ public struct SessionService: Sendable {
             throw error
         }
         switch result.payment.status {
-        case .succeeded, .requiresAction:
+        case .succeeded, .requiresAction, .requiresCapture:
             _ = try? await sessions.transitionSession(id, from: .paying, to: .completed, paymentID: result.payment.id)
-        case .declined, .failed:
+        case .declined, .failed, .canceled:
             _ = try? await sessions.failSessionAttempt(id, maxAttempts: maxAttempts)
         case .processing, .unknown:
             // The outcome is not known (it may have been charged): the session stays claimed by it.

@@ -48,7 +48,7 @@ public struct SidecarRoutes: Sendable {
     public static let table: [SidecarRoute] =
         SystemController.endpoints.map(\.route) + TokenController.endpoints.map(\.route) + PaymentController.endpoints.map(\.route)
         + SandboxController.endpoints.map(\.route) + CustomerController.endpoints.map(\.route)
-        + SessionController.endpoints.map(\.route) + MandateController.endpoints.map(\.route)
+        + SessionController.endpoints.map(\.route) + MandateController.endpoints.map(\.route) + RefundController.endpoints.map(\.route)
 
     /// Every route served, as `METHOD /path` in OpenAPI notation; a test checks it against
     /// `openapi.json` and the router.
@@ -76,6 +76,7 @@ public struct SidecarRoutes: Sendable {
         CustomerController(customers: customers).addRoutes(to: group)
         SessionController(sessions: sessions, tokenizer: tokenizer, metrics: metrics).addRoutes(to: group)
         MandateController(mandates: mandates, metrics: metrics).addRoutes(to: group)
+        RefundController(payments: payments).addRoutes(to: group)
     }
 
     /// A service this sidecar may lack: without a gateway, 503 `GATEWAY_UNAVAILABLE`.

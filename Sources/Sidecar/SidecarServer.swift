@@ -32,6 +32,8 @@ public struct SidecarServer: Sendable {
         public var gatewaySocket: String? = "gateway.sock"
         /// A payment still `processing` after this long is reconciled with the gateway.
         public var reconcileAfter: Duration = .seconds(60)
+        /// How long an authorization (`capture: false`) waits for its capture before it expires.
+        public var authorizationTTL: TimeInterval = PaymentService.defaultAuthorizationTTL
         /// Failed payment attempts a checkout session allows before it is closed
         /// (`SESSION_ATTEMPTS_EXCEEDED`): the limit on card testing through sessions.
         public var sessionMaxAttempts = SessionService.defaultMaxAttempts
@@ -108,7 +110,7 @@ public struct SidecarServer: Sendable {
         let payments = configuration.gatewaySocket.map {
             PaymentService(
                 tokenizer: tokenizer, payments: paymentStore, gateway: GatewayClient(socketPath: $0), customers: customers, logger: self.logger,
-                metrics: metrics)
+                metrics: metrics, authorizationTTL: self.configuration.authorizationTTL)
         }
         if let payments {
             let age = configuration.reconcileAfter

@@ -110,9 +110,18 @@ public final class LedgerStore: Sendable {
 
     /// The sandbox's decided charge and, for a challenge, its 3-D Secure transaction, in one
     /// transaction; the existing row when the payment id has one.
-    public func claim(_ entry: LedgerEntry, challenge: (transactionID: String, requestJTI: String)?) async throws(StoreError) -> LedgerClaim {
+    /// `refundRule`: a sandbox test card's refund behaviour, kept for its refunds (the card is
+    /// never seen again).
+    public func claim(
+        _ entry: LedgerEntry, challenge: (transactionID: String, requestJTI: String)?, refundRule: String? = nil
+    ) async throws(StoreError) -> LedgerClaim {
         try await db.transaction { (tx) throws(StoreError) in
             let claim = try await Self.claim(entry, in: tx)
+            if claim == .claimed, let refundRule {
+                try await tx.query(
+                    "INSERT INTO vault_sandbox_refund_rules (payment_id, rule) VALUES (?, ?) ON CONFLICT (payment_id) DO NOTHING",
+                    [entry.paymentID, refundRule])
+            }
             if claim == .claimed, let challenge {
                 try await tx.query(
                     "INSERT INTO vault_sandbox_3ds (transaction_id, payment_id, request_jti) VALUES (?, ?, ?)",

@@ -60,7 +60,7 @@ extension Database {
 
 /// The schema, as one list for both backends (docs/configuration.md "The store").
 public enum Migrations {
-    public static let all: [Migration] = [base, ledger, cvcColumnsGone, createsAndReferences]
+    public static let all: [Migration] = [base, ledger, cvcColumnsGone, lifecycle, createsAndReferences]
 
     /// Every table the vault had when the store layer became one (tokens, payments, sessions,
     /// customers, instruments, mandates). `IF NOT EXISTS` throughout: a PostgreSQL store made
@@ -210,10 +210,55 @@ public enum Migrations {
         }
     }
 
+    /// The payment lifecycle (README "Capture, cancel, refund"): payments authorized only
+    /// (`capture_method` manual, `requires_capture` until `authorization_expires_at`), their
+    /// captured and refunded amounts; the sidecar's operations on payments (capture, cancel,
+    /// refund: one row per operation, written before the gateway is called, unique per scope and
+    /// idempotency key; at most one live capture or cancel per payment); the gateway's ledger of
+    /// the same operations (one row per operation id, the processor's idempotency key) and the
+    /// sandbox's refund behaviour of a test card, recorded at authorization (the card is never
+    /// needed again).
+    static let lifecycle = Migration("0004-payment-lifecycle", statements: { d in
+        [
+            "ALTER TABLE vault_payments ADD COLUMN capture_method TEXT",
+            "ALTER TABLE vault_payments ADD COLUMN amount_captured \(d.int)",
+            "ALTER TABLE vault_payments ADD COLUMN amount_refunded \(d.int) NOT NULL DEFAULT 0",
+            "ALTER TABLE vault_payments ADD COLUMN authorization_expires_at \(d.int)",
+            "CREATE INDEX vault_payments_authorization_expiry ON vault_payments (authorization_expires_at) WHERE status = 'requires_capture'",
+            // An authorization held on a single-use token keeps holding it.
+            "DROP INDEX IF EXISTS vault_payments_single_use_token",
+            """
+            CREATE UNIQUE INDEX vault_payments_single_use_token ON vault_payments (token)
+                WHERE single_use = TRUE AND status IN ('processing','requires_action','requires_capture','succeeded','unknown')
+            """,
+            """
+            CREATE TABLE vault_payment_operations (
+                id TEXT PRIMARY KEY NOT NULL, payment_id TEXT NOT NULL, kind TEXT NOT NULL, scope TEXT NOT NULL,
+                idempotency_key TEXT NOT NULL, request TEXT NOT NULL, amount \(d.int) NOT NULL, currency TEXT NOT NULL,
+                status TEXT NOT NULL, code TEXT, reference TEXT, created_at \(d.int) NOT NULL, updated_at \(d.int) NOT NULL)
+            """,
+            "CREATE UNIQUE INDEX vault_payment_operations_scope_key ON vault_payment_operations (scope, idempotency_key)",
+            """
+            CREATE UNIQUE INDEX vault_payment_operations_one_settlement ON vault_payment_operations (payment_id)
+                WHERE kind IN ('capture','cancel') AND status <> 'failed'
+            """,
+            "CREATE INDEX vault_payment_operations_payment ON vault_payment_operations (payment_id, created_at)",
+            "CREATE INDEX vault_payment_operations_unsettled ON vault_payment_operations (updated_at) WHERE status = 'processing'",
+            """
+            CREATE TABLE vault_ledger_operations (
+                operation_id TEXT PRIMARY KEY NOT NULL, payment_id TEXT NOT NULL, kind TEXT NOT NULL, processor TEXT NOT NULL,
+                amount \(d.int) NOT NULL, currency TEXT NOT NULL, state TEXT NOT NULL, status TEXT, failure_code TEXT,
+                reference TEXT, reason TEXT, created_at \(d.int) NOT NULL, updated_at \(d.int) NOT NULL)
+            """,
+            "CREATE INDEX vault_ledger_operations_payment ON vault_ledger_operations (payment_id)",
+            "CREATE TABLE vault_sandbox_refund_rules (payment_id TEXT PRIMARY KEY NOT NULL, rule TEXT NOT NULL)",
+        ]
+    })
+
     /// Idempotent creation of customers, sessions and mandates (`CreateClaim`), and the
     /// references of customers when `customer_reference_unique` is on (one row per reference:
     /// its primary key makes a reference unique across every sidecar of the store).
-    static let createsAndReferences = Migration("0004-creates-and-customer-references") { (d: Dialect) in
+    static let createsAndReferences = Migration("0005-creates-and-customer-references") { (d: Dialect) in
         [
             """
             CREATE TABLE IF NOT EXISTS vault_creates (

@@ -154,6 +154,16 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
     case mandateCancelled = "MANDATE_CANCELLED"
     case mandateInstrumentGone = "MANDATE_INSTRUMENT_GONE"
 
+    // The payment lifecycle: capture, cancel (void), refund
+    case paymentNotCapturable = "PAYMENT_NOT_CAPTURABLE"
+    case paymentNotCancelable = "PAYMENT_NOT_CANCELABLE"
+    case paymentNotRefundable = "PAYMENT_NOT_REFUNDABLE"
+    case authorizationExpired = "AUTHORIZATION_EXPIRED"
+    case captureExceedsAuthorized = "CAPTURE_EXCEEDS_AUTHORIZED"
+    case refundExceedsCaptured = "REFUND_EXCEEDS_CAPTURED"
+    case refundNotFound = "REFUND_NOT_FOUND"
+    case operationNotSupported = "OPERATION_NOT_SUPPORTED"
+
     /// What the catalogue says of a code.
     public struct Entry: Sendable, Equatable {
         /// The HTTP status it answers with.
@@ -342,6 +352,15 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
         case .mandateExpired: Self.e(410, .failure, "the mandate (or the cycle's due date) is past its expiry")
         case .mandateCancelled: Self.e(409, .failure, "the mandate was cancelled")
         case .mandateInstrumentGone: Self.e(422, .failure, "the mandate's instrument was detached")
+
+        case .paymentNotCapturable: Self.e(409, .failure, "a capture of a payment that is not `requires_capture` (or is being captured or canceled)")
+        case .paymentNotCancelable: Self.e(409, .failure, "a cancel of a payment that is not `requires_capture` (or is being captured or canceled)")
+        case .paymentNotRefundable: Self.e(409, .failure, "a refund of a payment that has captured nothing")
+        case .authorizationExpired: Self.e(409, .failure, "the authorization expired before it was captured: the payment is `canceled`")
+        case .captureExceedsAuthorized: Self.e(422, .failure, "a capture amount above the authorized amount")
+        case .refundExceedsCaptured: Self.e(422, .failure, "refunds (succeeded, pending or in flight) would exceed the captured amount")
+        case .refundNotFound: Self.e(404, .failure, "no refund with that id")
+        case .operationNotSupported: Self.e(422, .failure, "the processor (its relay template) has no capture, void or refund request")
         }
     }
 

@@ -12,10 +12,12 @@ import Testing
         #expect(GatewayRoutes.auditedActions == [
             "POST /v1/authorize": "authorize", "GET /v1/authorizations/{payment}": "payment_read",
             "POST /v1/authorizations/{payment}/confirm": "confirm", "POST /v1/fingerprints": "fingerprint",
+            "POST /v1/operations": "operate", "GET /v1/operations/{operation}": "operation_read",
         ])
         #expect(Set(GatewayRoutes.documentedRoutes) == [
             "POST /v1/authorize", "GET /v1/authorizations/{payment}", "POST /v1/authorizations/{payment}/confirm",
             "POST /v1/sandbox/acs/{transaction}", "POST /v1/fingerprints", "GET /v1/keys", "GET /v1/health", "GET /metrics",
+            "POST /v1/operations", "GET /v1/operations/{operation}",
         ])
         let f = try GatewayRouteTests.Fixture()
         defer { f.remove() }
@@ -23,6 +25,7 @@ import Testing
             // Every documented route is really routed: an answer other than the router's bare 404.
             for route in GatewayRoutes.table {
                 let path = route.path.replacingOccurrences(of: "{payment}", with: "pay_none").replacingOccurrences(of: "{transaction}", with: "none")
+                    .replacingOccurrences(of: "{operation}", with: "re_none")
                 try await client.execute(uri: path, method: route.method, headers: [.contentType: "application/json"], body: ByteBuffer(string: "{}")) { r in
                     let body = String(buffer: r.body)
                     #expect(!(r.status == .notFound && !body.contains("_NOT_FOUND")), "\(route.documented) is not routed: \(body)")

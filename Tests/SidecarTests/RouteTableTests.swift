@@ -18,11 +18,13 @@ import Testing
             "POST /v1/sessions": "session_create", "GET /v1/sessions/{session}": "session_read", "POST /v1/sessions/{session}/pay": "pay",
             "POST /v1/customers/{customer}/mandates": "mandate_create", "GET /v1/mandates/{mandate}": "mandate_read",
             "DELETE /v1/mandates/{mandate}": "mandate_cancel", "POST /v1/mandates/{mandate}/charges": "pay",
+            "POST /v1/payments/{payment}/capture": "capture", "POST /v1/payments/{payment}/cancel": "cancel",
+            "POST /v1/refunds": "refund", "GET /v1/refunds/{refund}": "refund_read",
         ])
     }
 
     /// The roles of docs/configuration.md ("Peer roles"): tokenize creates tokens, validates and
-    /// pays the sessions it is given; pay handles payments, customers, mandates and sessions;
+    /// pays the sessions it is given; pay handles payments (capture, cancel, refunds), customers, mandates and sessions;
     /// admin does everything; health, metrics and the spec need only a listed peer.
     @Test func eachRouteNeedsTheRolesOfThePeerPolicy() {
         for route in SidecarRoutes.table {
@@ -32,7 +34,8 @@ import Testing
                 case (.get, "/v1/health"), (.get, "/openapi.json"), (.get, "/metrics"): nil
                 case (.post, "/v1/tokens"), (.post, "/v1/validate"): [.tokenize, .admin]
                 case (.get, "/v1/tokens/{token}"): [.tokenize, .pay, .admin]
-                case (_, _) where path.hasPrefix("/v1/payments") || path.hasPrefix("/v1/customers") || path.hasPrefix("/v1/mandates"): [.pay, .admin]
+                case (_, _) where path.hasPrefix("/v1/payments") || path.hasPrefix("/v1/customers") || path.hasPrefix("/v1/mandates")
+                    || path.hasPrefix("/v1/refunds"): [.pay, .admin]
                 case (.post, "/v1/sandbox/3ds/{transaction}"): [.tokenize, .pay, .admin]
                 case (.post, "/v1/sessions"): [.pay, .admin]
                 case (.get, "/v1/sessions/{session}"), (.post, "/v1/sessions/{session}/pay"): [.tokenize, .pay, .admin]

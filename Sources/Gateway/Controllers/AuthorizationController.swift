@@ -59,7 +59,8 @@ struct AuthorizationController: Sendable {
         let start = ContinuousClock.now
         do throws(ProcessorError) {
             let outcome = try await processor.authorize(
-                AuthorizationRequest(paymentID: parsed.paymentID, amount: parsed.amount, currency: parsed.currency), card: card)
+                AuthorizationRequest(paymentID: parsed.paymentID, amount: parsed.amount, currency: parsed.currency, capture: parsed.capture),
+                card: card)
             metrics.authorized(status: "\(outcome.status)", duration: ContinuousClock.now - start)
             return .success(outcome)
         } catch {

@@ -59,7 +59,7 @@ extension AuthorizationOutcome {
     /// The outcome as the gateway answers it.
     var answer: GatewayOutcome {
         switch self {
-        case .succeeded(let reference): GatewayOutcome(status: status, reference: reference)
+        case .succeeded(let reference), .authorized(let reference): GatewayOutcome(status: status, reference: reference)
         case .declined(let code, let reference): GatewayOutcome(status: status, declineCode: code, reference: reference)
         case .requiresAction(let c):
             GatewayOutcome(

@@ -6,8 +6,8 @@ import Payments
 import SocketHTTP
 import VaultCrypto
 
-/// Payments: `POST /v1/payments`, `GET /v1/payments/{payment}`, `POST /v1/payments/{payment}/confirm`
-/// (roles: pay, admin).
+/// Payments: `POST /v1/payments`, `GET /v1/payments/{payment}`, `POST /v1/payments/{payment}/confirm`,
+/// `…/capture` and `…/cancel` (roles: pay, admin).
 struct PaymentController: Sendable {
     let payments: PaymentService?
     let metrics: SidecarMetrics
@@ -20,6 +20,12 @@ struct PaymentController: Sendable {
         },
         .init(SidecarRoute(.post, "/v1/payments/{payment}/confirm", action: "confirm", access: [.pay, .admin])) { c, request, context in
             try await c.confirm(request, id: context.parameters.get("payment") ?? "")
+        },
+        .init(SidecarRoute(.post, "/v1/payments/{payment}/capture", action: "capture", access: [.pay, .admin])) { c, request, context in
+            try await c.operate(.capture, request, id: context.parameters.get("payment") ?? "")
+        },
+        .init(SidecarRoute(.post, "/v1/payments/{payment}/cancel", action: "cancel", access: [.pay, .admin])) { c, request, context in
+            try await c.operate(.cancel, request, id: context.parameters.get("payment") ?? "")
         },
     ]
 
@@ -40,16 +46,17 @@ struct PaymentController: Sendable {
 
     /// The body; `headerKey` is the `Idempotency-Key` header's (`RequestFields.idempotencyKey(header:body:)`).
     static func parseRequest(_ r: inout JSONReader, headerKey: String? = nil) throws(VaultError) -> PaymentService.Request {
-        var token: String?, customer: String?, amount: Int?, currency: Currency?, key: String?
+        var token: String?, customer: String?, amount: Int?, currency: Currency?, key: String?, capture = true
         try r.readObject { (r, field) throws(VaultError) in
             switch field {
+            case "capture": capture = try r.readBool()
             case "token": token = try RequestFields.id(&r, prefix: "tok_", field: "token")
             case "amount": amount = try RequestFields.amount(&r)
             case "currency": currency = try RequestFields.currency(&r)
             case "idempotency_key": key = try RequestFields.idempotencyKey(&r, reservedPrefix: MandateService.keyPrefix)
             case "customer": customer = try RequestFields.id(&r, prefix: "cus_", field: "customer")
             default:
-                throw VaultError(.requestFieldUnknown, "a payment has token or customer, amount, currency and idempotency_key")
+                throw VaultError(.requestFieldUnknown, "a payment has token or customer, amount, currency, capture and idempotency_key")
             }
         }
         if token != nil, customer != nil {
@@ -60,7 +67,35 @@ struct PaymentController: Sendable {
         }
         return PaymentService.Request(
             source: source, amount: try JSONBody.required(amount, "amount"), currency: try JSONBody.required(currency, "currency"),
-            idempotencyKey: try RequestFields.idempotencyKey(header: headerKey, body: key), scope: Caller.paymentScope)
+            idempotencyKey: try RequestFields.idempotencyKey(header: headerKey, body: key), scope: Caller.paymentScope, capture: capture)
+    }
+
+    /// `POST /v1/payments/{id}/capture` `{"amount"?, "idempotency_key"?}` and `…/cancel`
+    /// `{"idempotency_key"?}` (or the `Idempotency-Key` header): 200 with the payment as it is
+    /// after the operation (a replay marked `Idempotent-Replayed: true`), 202 when the
+    /// operation's outcome is not known yet (the payment still `requires_capture`).
+    func operate(_ kind: PaymentOperation.Kind, _ request: Request, id: String) async throws -> Response {
+        let service = try service()
+        let header = try RequestFields.idempotencyKeyHeader(request, reservedPrefix: MandateService.keyPrefix)
+        let (amount, bodyKey) = try await JSONBody.parse(request) { (r: inout JSONReader) throws(VaultError) -> (Int?, String?) in
+            var amount: Int?, key: String?
+            try r.readObject { (r, field) throws(VaultError) in
+                switch field {
+                case "amount" where kind == .capture: amount = try RequestFields.amount(&r)
+                case "idempotency_key": key = try RequestFields.idempotencyKey(&r, reservedPrefix: MandateService.keyPrefix)
+                default:
+                    throw VaultError(.requestFieldUnknown, kind == .capture ? "a capture has amount and idempotency_key" : "a cancel has idempotency_key")
+                }
+            }
+            return (amount, key)
+        }
+        let key = header == nil && bodyKey == nil ? nil : try RequestFields.idempotencyKey(header: header, body: bodyKey)
+        let (op, created) = try await service.operate(
+            PaymentService.OperationAsk(kind: kind, paymentID: id, amount: amount, idempotencyKey: key, scope: Caller.paymentScope))
+        let p = try await service.payment(op.paymentID)
+        var response = JSONOut.response(op.status == .processing ? .accepted : .ok, PaymentAnswer.noted(p))
+        if !created { response.headers[.idempotentReplayed] = "true" }
+        return response
     }
 
     /// `{"three_ds_result":"<JWT>"}`: completes a payment that required 3-D Secure.
