@@ -12,8 +12,16 @@ public struct SidecarClient: Sendable {
     /// The socket path.
     public let socketPath: String
 
+    /// Seconds connecting, and each send and receive of a call, may take (nil: no limit).
+    public var timeout: Double?
+    /// How messages name the server (`vault health` asks either server: "the server").
+    public var serverName = "the sidecar"
+
     /// A client for the sidecar at `socketPath`.
-    public init(socketPath: String) { self.socketPath = socketPath }
+    public init(socketPath: String, timeout: Double? = nil) {
+        self.socketPath = socketPath
+        self.timeout = timeout
+    }
 
     /// An answer: status and JSON body (metadata only).
     public struct Answer: Sendable {
@@ -117,14 +125,14 @@ public struct SidecarClient: Sendable {
     }
 
     private func request(_ method: String, _ path: String, body: UnsafeRawBufferPointer? = nil) throws(VaultError) -> Answer {
-        let fd = try UnixSocket.connect(socketPath)
+        let fd = try UnixSocket.connect(socketPath, timeout: timeout, peer: serverName)
         defer { close(fd) }
         var head = "\(method) \(path) HTTP/1.1\r\nHost: vault\r\nConnection: close\r\n"
         if let body { head += "Content-Type: application/json\r\nContent-Length: \(body.count)\r\n" }
         head += "\r\n"
-        try UnixSocket.send(fd, Array(head.utf8))
-        if let body { try UnixSocket.send(fd, body) }
-        let raw = try UnixSocket.receiveAll(fd)
+        try UnixSocket.send(fd, Array(head.utf8), peer: serverName)
+        if let body { try UnixSocket.send(fd, body, peer: serverName) }
+        let raw = try UnixSocket.receiveAll(fd, peer: serverName)
         return try HTTPResponseParser.parse(raw)
     }
 }

@@ -5,9 +5,15 @@ import VaultCrypto
 
 /// Blocking Unix-socket I/O for `SidecarClient`.
 enum UnixSocket {
-    static func connect(_ path: String) throws(VaultError) -> Int32 {
+    /// Connects to the socket at `path`; with `timeout` (seconds), connecting, each send and
+    /// each receive give up after that long. `peer` names the server in messages.
+    static func connect(_ path: String, timeout: Double? = nil, peer: String = "the sidecar") throws(VaultError) -> Int32 {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw VaultError(.sidecarUnreachable, "cannot make a socket") }
+        if let timeout, timeout > 0 {
+            var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - timeout.rounded(.down)) * 1_000_000))
+            for option in [SO_RCVTIMEO, SO_SNDTIMEO] { setsockopt(fd, SOL_SOCKET, option, &tv, socklen_t(MemoryLayout<timeval>.size)) }
+        }
         var addr = sockaddr_un()
         addr.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(path.utf8)
@@ -22,36 +28,42 @@ enum UnixSocket {
         guard rc == 0 else {
             let e = errno
             close(fd)
-            throw VaultError(.sidecarUnreachable, "cannot connect to the sidecar at \(path): \(String(cString: strerror(e)))")
+            throw VaultError(.sidecarUnreachable, "cannot connect to \(peer) at \(path): \(String(cString: strerror(e)))")
         }
         return fd
     }
 
-    static func send(_ fd: Int32, _ bytes: [UInt8]) throws(VaultError) {
-        try bytes.withUnsafeBytes { b in Result { () throws(VaultError) in try send(fd, b) } }.get()
+    static func send(_ fd: Int32, _ bytes: [UInt8], peer: String = "the sidecar") throws(VaultError) {
+        try bytes.withUnsafeBytes { b in Result { () throws(VaultError) in try send(fd, b, peer: peer) } }.get()
     }
 
-    static func send(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(VaultError) {
+    static func send(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, peer: String = "the sidecar") throws(VaultError) {
         var at = 0
         while at < bytes.count {
             let n = Glibc.send(fd, bytes.baseAddress! + at, bytes.count - at, Int32(MSG_NOSIGNAL))
             if n < 0, errno == EINTR { continue }
-            guard n > 0 else { throw VaultError(.sidecarUnreachable, "the sidecar closed the connection") }
+            guard n > 0 else {
+                let e = errno
+                throw VaultError(.sidecarUnreachable, e == EAGAIN || e == EWOULDBLOCK ? "\(peer) took the request too long" : "\(peer) closed the connection")
+            }
             at += n
         }
     }
 
     /// Reads until the peer closes (requests say `Connection: close`); answers are small.
-    static func receiveAll(_ fd: Int32, limit: Int = 1 << 20) throws(VaultError) -> [UInt8] {
+    static func receiveAll(_ fd: Int32, limit: Int = 1 << 20, peer: String = "the sidecar") throws(VaultError) -> [UInt8] {
         var out: [UInt8] = []
         var buf = [UInt8](repeating: 0, count: 16384)
         while true {
             let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, $0.count, 0) }
             if n < 0, errno == EINTR { continue }
-            guard n >= 0 else { throw VaultError(.sidecarUnreachable, "reading the sidecar's answer failed") }
+            guard n >= 0 else {
+                let e = errno
+                throw VaultError(.sidecarUnreachable, e == EAGAIN || e == EWOULDBLOCK ? "no answer from \(peer) in time" : "reading the answer of \(peer) failed")
+            }
             if n == 0 { return out }
             out += buf[0..<n]
-            guard out.count <= limit else { throw VaultError(.sidecarUnreachable, "the sidecar's answer is too large") }
+            guard out.count <= limit else { throw VaultError(.sidecarUnreachable, "the answer of \(peer) is too large") }
         }
     }
 }

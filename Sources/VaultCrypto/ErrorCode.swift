@@ -107,6 +107,7 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
     case unsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE"
     case routeNotFound = "ROUTE_NOT_FOUND"
     case methodNotAllowed = "METHOD_NOT_ALLOWED"
+    case notReady = "NOT_READY"
 
     // The gateway adapter and its processors
     case amountInvalid = "AMOUNT_INVALID"
@@ -182,6 +183,8 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
         case auditLog = 13
         /// A server's socket path is held by a live server (a restart may cure it).
         case socketInUse = 14
+        /// A server answers but is not ready (`vault health --ready`: `NOT_READY`).
+        case notReady = 15
 
         /// argument-parser's usage error (not a code of the catalogue).
         public static let usage: Int32 = 64
@@ -290,6 +293,7 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
         case .unsupportedMediaType: Self.e(415, .invalidInput, "a body that is not `application/json`")
         case .routeNotFound: Self.e(404, .invalidInput, "no route has this path")
         case .methodNotAllowed: Self.e(405, .invalidInput, "the path's routes do not take this method")
+        case .notReady: Self.e(503, .notReady, "the server answers but a readiness check failed (store, gateway, keys, processor: the message names it)")
 
         case .amountInvalid: Self.e(422, .failure, "an amount that is not a positive integer in minor units")
         case .currencyInvalid: Self.e(422, .failure, "not an active ISO 4217 code in upper case")
