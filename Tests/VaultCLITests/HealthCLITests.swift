@@ -74,6 +74,37 @@ import Testing
         #expect(byEnvironment.status == 0 && byEnvironment.out.hasPrefix("ok"), "\(byEnvironment.stderr)")
     }
 
+    /// On PostgreSQL the store check is a real query: both servers are ready on a live database,
+    /// and not ready, naming the store, once it is gone (dropped, its connections cut).
+    @Test(.enabled(if: GatewayCLITests.postgresSocket != nil, "needs VAULT_TEST_POSTGRES_SOCKET (scripts/test)"))
+    func notReadyWhenThePostgreSQLStoreIsGone() throws {
+        let store = try GatewayCLITests.postgresStore()
+        var g = try GatewayCLITests.Gateway()
+        var s = try ServeCLITests.Sidecar()
+        defer { s.process?.terminate(); g.process?.terminate(); s.remove(); g.remove() }
+        try g.start(store: store)
+        try s.start(extra: ["--gateway", g.socket, "--store", store])
+        for socket in [g.socket, s.socket] {
+            let r = try Self.health("--socket", socket, "--ready")
+            #expect(r.status == 0, "\(socket): \(r.stderr)")
+        }
+        let socket = try #require(GatewayCLITests.postgresSocket)
+        let dir = (socket as NSString).deletingLastPathComponent, port = String(socket.split(separator: ".").last ?? "5432")
+        let name = String(store.split(separator: "?").first?.split(separator: "/").last ?? "")
+        let asPG = getuid() == 0 ? ["runuser", "-u", "postgres", "--"] : []
+        let drop = try run("/usr/bin/env", asPG + ["psql", "-h", dir, "-p", port, "-U", "postgres", "-d", "postgres", "-At", "-c", "DROP DATABASE \(name) WITH (FORCE)"])
+        #expect(drop.status == 0, "\(drop.stderr)")
+        for socket in [g.socket, s.socket] {
+            var r = try Self.health("--socket", socket, "--ready")
+            for _ in 0..<100 where r.status == 0 {
+                usleep(50_000)
+                r = try Self.health("--socket", socket, "--ready")
+            }
+            #expect(r.status == 15 && r.stderr.hasPrefix("vault: NOT_READY: not ready: store: "), "\(socket): \(r.status) \(r.stderr)")
+            #expect(try Self.health("--socket", socket).status == 0, "liveness does not depend on the store")
+        }
+    }
+
     /// The health routes answer the server's own uid and root even when its allow list names
     /// neither (probes run as the service's user); other routes stay refused, and so does any
     /// other unlisted user.
