@@ -105,6 +105,26 @@ import Testing
         }
     }
 
+    /// A socket that accepts the connection and never answers (a hung server): exit 8 once
+    /// `--timeout` has passed, saying no answer came.
+    @Test func aSilentServerIsUnreachableAfterTheTimeout() throws {
+        let dir = NSTemporaryDirectory() + "vault-silent-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { removeScratch(dir) }
+        let path = dir + "/silent.sock"
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &addr.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
+        let bound = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        #expect(bound == 0 && listen(fd, 4) == 0)
+        let r = try Self.health("--socket", path, "--ready", "--timeout", "0.3")
+        #expect(r.status == 8 && r.stderr == "vault: SIDECAR_UNREACHABLE: no answer from the server in time\n", "\(r.status) \(r.stderr)")
+    }
+
     /// The health routes answer the server's own uid and root even when its allow list names
     /// neither (probes run as the service's user); other routes stay refused, and so does any
     /// other unlisted user.
