@@ -14,7 +14,7 @@ struct Health: ParsableCommand {
             store, gateway, keys; on a gateway store, keys, processor), printing one line. \
             Otherwise one line `vault: CODE: reason` on standard error and the code's exit \
             status: 8 SIDECAR_UNREACHABLE (nothing listens on the socket, or no answer within \
-            --timeout), 15 NOT_READY (the server answers, a check failed: the line names it), \
+            --timeout), 16 NOT_READY (the server answers, a check failed: the line names it), \
             10 PEER_NOT_ALLOWED. Both servers answer these routes to their own user and root, \
             whatever their allow lists say. Without --socket: $VAULT_HEALTH_SOCKET.
 

@@ -184,7 +184,7 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
         /// A server's socket path is held by a live server (a restart may cure it).
         case socketInUse = 14
         /// A server answers but is not ready (`vault health --ready`: `NOT_READY`).
-        case notReady = 15
+        case notReady = 16
 
         /// argument-parser's usage error (not a code of the catalogue).
         public static let usage: Int32 = 64

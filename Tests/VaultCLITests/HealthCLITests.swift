@@ -16,7 +16,7 @@ import Testing
     }
 
     /// The sidecar's readiness follows its gateway: 503 `NOT_READY` naming the gateway while
-    /// nothing listens on the gateway's socket (`vault health --ready` exit 15, liveness still 0),
+    /// nothing listens on the gateway's socket (`vault health --ready` exit 16, liveness still 0),
     /// 200 once the gateway runs; the gateway's own readiness; nothing on a socket: exit 8.
     @Test func sidecarReadyFollowsItsGateway() throws {
         var g = try GatewayCLITests.Gateway()
@@ -28,7 +28,7 @@ import Testing
         let alive = try Self.health("--socket", s.socket)
         #expect(alive.status == 0 && alive.out == "ok\n", "\(alive.out) \(alive.stderr)")
         let notReady = try Self.health("--socket", s.socket, "--ready")
-        #expect(notReady.status == 15, "\(notReady.status) \(notReady.out) \(notReady.stderr)")
+        #expect(notReady.status == 16, "\(notReady.status) \(notReady.out) \(notReady.stderr)")
         #expect(notReady.stderr.hasPrefix("vault: NOT_READY: not ready: gateway: ") && notReady.stderr.split(separator: "\n").count == 1, "\(notReady.stderr)")
         let (status, body) = try s.curl("GET", "/v1/health/ready")
         #expect(status == 503, "\(body)")
@@ -100,7 +100,7 @@ import Testing
                 usleep(50_000)
                 r = try Self.health("--socket", socket, "--ready")
             }
-            #expect(r.status == 15 && r.stderr.hasPrefix("vault: NOT_READY: not ready: store: "), "\(socket): \(r.status) \(r.stderr)")
+            #expect(r.status == 16 && r.stderr.hasPrefix("vault: NOT_READY: not ready: store: "), "\(socket): \(r.status) \(r.stderr)")
             #expect(try Self.health("--socket", socket).status == 0, "liveness does not depend on the store")
         }
     }
@@ -133,7 +133,7 @@ import Testing
         defer { s.process?.terminate(); s.remove() }
         try s.start(extra: ["--allow", "uid:\(getuid() == 4242 ? 4243 : 4242)=admin", "--gateway", s.dir + "/no-gateway.sock", "--socket-mode", "666"])
         #expect(try Self.health("--socket", s.socket).status == 0)
-        #expect(try Self.health("--socket", s.socket, "--ready").status == 15)
+        #expect(try Self.health("--socket", s.socket, "--ready").status == 16)
         #expect(try s.curl("GET", "/metrics").0 == 403)
         if getuid() == 0 {
             let other = try run("/usr/bin/env", ["runuser", "-u", "nobody", "--", vaultBinary, "health", "--socket", s.socket])
