@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import Logging
 import GatewayAPI
 import SocketHTTP
 import VaultOpen
@@ -65,6 +66,7 @@ public struct GatewayRoutes: Sendable {
     /// What `GET /metrics` serves.
     public let metrics: GatewayMetrics
     let processor: any PaymentProcessor
+    let readiness: Readiness
 
     /// Routes over one opener; `GET /metrics` serves the relay's metrics (its settlement counters)
     /// when the processor is a relay.
@@ -72,17 +74,19 @@ public struct GatewayRoutes: Sendable {
         self.init(openers: Openers(opener), processor: processor, metrics: (processor as? RelayProcessor)?.metrics ?? GatewayMetrics())
     }
 
-    /// Routes over a reloadable opener (SIGHUP swaps the keys and the key ring).
-    public init(openers: Openers, processor: any PaymentProcessor, metrics: GatewayMetrics = GatewayMetrics()) {
+    /// Routes over a reloadable opener (SIGHUP swaps the keys and the key ring); readiness
+    /// changes are logged to `logger`.
+    public init(openers: Openers, processor: any PaymentProcessor, metrics: GatewayMetrics = GatewayMetrics(), logger: Logger? = nil) {
         self.openers = openers
         self.metrics = metrics
         self.processor = processor
+        self.readiness = GatewayReadiness.make(openers: openers, processor: processor, logger: logger)
     }
 
     /// Adds every route of `table` to `router`.
     public func register<Context: RequestContext>(on router: Router<Context>) {
         let group = router.group()
-        HealthController(processorName: processor.name, metrics: metrics).addRoutes(to: group)
+        HealthController(processorName: processor.name, metrics: metrics, readiness: readiness).addRoutes(to: group)
         KeyController(openers: openers).addRoutes(to: group)
         AuthorizationController(openers: openers, processor: processor, metrics: metrics).addRoutes(to: group)
         FingerprintController(openers: openers, metrics: metrics).addRoutes(to: group)

@@ -105,7 +105,7 @@ public struct GatewayServer: Sendable {
         if let audit { router.add(middleware: AuditMiddleware(log: audit, actions: GatewayRoutes.auditedActions)) }
         router.add(middleware: UIDAllowListMiddleware(allowed: configuration.allowedUIDs))
         let openers = Openers(EnvelopeOpener(ring: keys.ring, fingerprintKey: keys.fingerprintKey))
-        GatewayRoutes(openers: openers, processor: processor, metrics: metrics).register(on: router)
+        GatewayRoutes(openers: openers, processor: processor, metrics: metrics, logger: logger).register(on: router)
         let configuration = self.configuration, reloadLogger = logger
         let reloader = ReloadOnHangup {
             do throws(VaultError) {
@@ -222,14 +222,19 @@ package struct GatewayKeys {
     }
 }
 
-/// Only the listed uids may call the gateway (403 `PEER_NOT_ALLOWED` otherwise).
+/// Only the listed uids may call the gateway (403 `PEER_NOT_ALLOWED` otherwise); root may also
+/// ask `GET /v1/keys`, and the gateway's own uid and root its health routes (probes).
 struct UIDAllowListMiddleware: RouterMiddleware {
     typealias Context = VaultRequestContext
     let allowed: Set<UInt32>
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let rootMayAsk = request.method == .get && request.uri.path == "/v1/keys"
-        guard let peer = context.peer, allowed.contains(peer.uid) || (peer.uid == 0 && rootMayAsk) else {
+        // Probes (`vault health`) run as the gateway's own user or root: the health routes answer them.
+        let probe = request.method == .get && Readiness.probePaths.contains(request.uri.path)
+        guard let peer = context.peer,
+              allowed.contains(peer.uid) || (peer.uid == 0 && (rootMayAsk || probe)) || (probe && peer.uid == getuid())
+        else {
             context.logger.notice("peer refused", metadata: ["uid": "\(context.peer.map { String($0.uid) } ?? "?")"])
             throw APIError(.peerNotAllowed, "only the sidecar may call the gateway")
         }

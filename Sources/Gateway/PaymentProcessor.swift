@@ -138,6 +138,8 @@ public enum ProcessorError: Error, Sendable, Equatable, CustomStringConvertible 
 public protocol PaymentProcessor: Sendable {
     /// A short name for logs and metrics (`sandbox`, `relay:<template>`); the ledger's `processor`.
     var name: String { get }
+    /// Its ledger in the vault's store (the gateway's readiness asks it a cheap query).
+    var ledger: LedgerStore { get }
     /// - Throws: any `ProcessorError`: `.unavailable` only when nothing was charged.
     func authorize(_ request: AuthorizationRequest, card: OpenedCard) async throws(ProcessorError) -> AuthorizationOutcome
     /// Completes a payment that required 3-D Secure with the result JWT the cardholder's challenge

@@ -47,7 +47,7 @@ public final class RelayProcessor: PaymentProcessor {
     let environment: [String: String]
     /// The hosts the template may send to (checked on every filled-in URL before sending).
     let destination: RelayTemplate.Destination
-    let ledger: LedgerStore
+    public let ledger: LedgerStore
     /// Settlement counters (shared with the routes' `GET /metrics`).
     public let metrics: GatewayMetrics
     let logger: Logger

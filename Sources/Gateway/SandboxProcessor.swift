@@ -32,7 +32,7 @@ import VaultOpen
 /// sandbox decides at once: its outcomes are never unknown.
 public final class SandboxProcessor: PaymentProcessor {
     public let name = "sandbox"
-    private let ledger: LedgerStore
+    public let ledger: LedgerStore
     private let now: @Sendable () -> Date
     /// Base of the challenge URLs of the sandbox ACS.
     let challengeBase: String

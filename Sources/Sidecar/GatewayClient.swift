@@ -165,6 +165,21 @@ public struct GatewayClient: Sendable {
         return answer
     }
 
+    /// Whether the gateway answers its liveness route (`GET /v1/health`) with 200 within
+    /// `timeout`: the sidecar's readiness check of its gateway. Sends no card data.
+    /// - Throws: `.unreachable`, `.connectTimedOut`, `.timedOut`, `.peerRefused` (403), or
+    ///   `.refused` with the gateway's code for any other answer.
+    public func checkHealth(timeout: TimeAmount = .seconds(2)) async throws(Failure) {
+        var probe = self
+        probe.timeout = timeout
+        let (status, text) = try await probe.call("GET", "/v1/health", body: nil)
+        guard status == 200 else {
+            if status == 403 { throw .peerRefused }
+            let (code, message) = Self.error(text)
+            throw .refused(code, "the gateway answered \(status): \(message)")
+        }
+    }
+
     func call(_ method: String, _ path: String, body: String?) async throws(Failure) -> (Int, String) {
         guard let url = URL(httpURLWithSocketPath: socketPath, uri: path) else { throw .unreachable("bad gateway socket path") }
         var request = HTTPClientRequest(url: url.absoluteString)

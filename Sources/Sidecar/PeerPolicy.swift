@@ -9,8 +9,9 @@ import VaultCrypto
 /// Roles: `tokenize` (POST /v1/tokens, POST /v1/validate, GET /v1/tokens/{t}, reading and paying a
 /// checkout session it is given, the sandbox challenge page), `pay` (payments, customers and their
 /// instruments and mandates, sessions, GET /v1/tokens/{t}), `admin` (everything, DELETE
-/// /v1/tokens/{t} included). `GET /v1/health` needs
-/// only to be listed. A peer that is not listed, or asks for what its roles do not allow, gets
+/// /v1/tokens/{t} included). `GET /v1/health` and `GET /v1/health/ready` need only to be listed,
+/// and are also answered to the sidecar's own uid and to root, listed or not, so that a probe
+/// (`vault health`) run as the service's user works whoever the allow list names. A peer that is not listed, or asks for what its roles do not allow, gets
 /// `403 PEER_NOT_ALLOWED` and nothing happens. `GET /metrics` and `GET /openapi.json`, like health,
 /// need only to be listed (metrics carry counts and route templates, never request data).
 public struct PeerPolicy: Sendable, Equatable {
@@ -55,6 +56,12 @@ public struct PeerPolicy: Sendable, Equatable {
     /// The roles a request needs, from the route table (`SidecarRoutes.table`): the matched
     /// route's (`template` is Hummingbird's `endpointPath`); nil means "any listed peer"
     /// (health, metrics, the spec). A request no route matches needs admin.
+    /// Whether `peer` is the server's own uid or root asking a health route.
+    static func mayProbe(_ peer: PeerCredentials, method: HTTPRequest.Method, template: String?) -> Bool {
+        guard method == .get, let template, Readiness.probePaths.contains(template) else { return false }
+        return peer.uid == getuid() || peer.uid == 0
+    }
+
     static func requiredRoles(method: HTTPRequest.Method, template: String?) -> Set<Role>? {
         guard let route = SidecarRoutes.table.route(method, template: template) else { return [.admin] }
         return route.access
@@ -77,7 +84,7 @@ public struct PeerAuthorizationMiddleware: RouterMiddleware {
         if let needed = PeerPolicy.requiredRoles(method: request.method, template: context.endpointPath) {
             allowed = !roles.isDisjoint(with: needed)
         } else {
-            allowed = !roles.isEmpty
+            allowed = !roles.isEmpty || PeerPolicy.mayProbe(peer, method: request.method, template: context.endpointPath)
         }
         guard allowed else {
             // The path may carry anything a caller typed: log it with digits dropped.

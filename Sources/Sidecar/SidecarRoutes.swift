@@ -27,14 +27,18 @@ public struct SidecarRoutes: Sendable {
     let customers: CustomerService?
     let sessions: SessionService?
     let mandates: MandateService?
+    let readiness: Readiness
 
     /// Routes over a tokenizer; `metrics` is what `GET /metrics` serves; without `payments` (no
-    /// gateway configured) the payment routes answer 503 `GATEWAY_UNAVAILABLE`.
+    /// gateway configured) the payment routes answer 503 `GATEWAY_UNAVAILABLE`. `readiness` is
+    /// what `GET /v1/health/ready` checks (nil: `SidecarReadiness` over the tokenizer's store and
+    /// keys and the payments' gateway).
     public init(
         tokenizer: Tokenizer, validator: CardValidator = CardValidator(), metrics: SidecarMetrics = SidecarMetrics(),
         payments: PaymentService? = nil, customers: CustomerService? = nil, sessions: SessionService? = nil,
-        mandates: MandateService? = nil
+        mandates: MandateService? = nil, readiness: Readiness? = nil
     ) {
+        self.readiness = readiness ?? SidecarReadiness.make(tokenizer: tokenizer, gateway: payments?.gateway)
         self.sessions = sessions
         self.mandates = mandates
         self.tokenizer = tokenizer
@@ -69,7 +73,7 @@ public struct SidecarRoutes: Sendable {
     /// Adds every route of `table` to `router`.
     public func register<Context: RequestContext>(on router: Router<Context>) {
         let group = router.group()
-        SystemController(metrics: metrics).addRoutes(to: group)
+        SystemController(metrics: metrics, readiness: readiness).addRoutes(to: group)
         TokenController(tokenizer: tokenizer, validator: validator, metrics: metrics).addRoutes(to: group)
         PaymentController(payments: payments, metrics: metrics).addRoutes(to: group)
         SandboxController(payments: payments).addRoutes(to: group)

@@ -124,8 +124,11 @@ public struct SidecarServer: Sendable {
         router.add(middleware: PeerAuthorizationMiddleware(policy: configuration.peers))
         let sessions = payments.map { SessionService(sessions: paymentStore, payments: $0, tokenizer: tokenizer, maxAttempts: self.configuration.sessionMaxAttempts) }
         let mandates = payments.map { MandateService(mandates: customerStore, customers: customers, payments: $0) }
+        let readiness = SidecarReadiness.make(
+            tokenizer: tokenizer, gateway: configuration.gatewaySocket.map(GatewayClient.init(socketPath:)), logger: logger)
         SidecarRoutes(
-            tokenizer: tokenizer, metrics: metrics, payments: payments, customers: customers, sessions: sessions, mandates: mandates
+            tokenizer: tokenizer, metrics: metrics, payments: payments, customers: customers, sessions: sessions, mandates: mandates,
+            readiness: readiness
         ).register(on: router)
         let socketPath = configuration.socketPath, logger = self.logger
         // Last: the first to hear of a graceful shutdown, so its line comes before the drain.

@@ -8,8 +8,8 @@ import ServiceLifecycle
 /// Serves a router on a vault Unix socket, for both servers: HTTP/1.1 with the peer's
 /// credentials on every connection (`PeerCredentialsHandler`); the socket is bound in a private
 /// directory and linked into place with its mode and group already set once the server runs
-/// (`SocketFile`), and `listening` is called then. Runs, with `services`, until SIGTERM/SIGINT
-/// (graceful drain).
+/// (`SocketFile`), and `listening` is called then, and systemd told `READY=1` (`SystemdNotify`,
+/// for `Type=notify` units). Runs, with `services`, until SIGTERM/SIGINT (graceful drain).
 public enum SocketServer {
     public static func run<Responder: HTTPResponderBuilder>(
         _ router: Responder, socketPath: String, mode: mode_t, group: gid_t?, serverName: String, services: [any Service],
@@ -29,6 +29,7 @@ public enum SocketServer {
                     return
                 }
                 listening()
+                SystemdNotify.ready(status: "listening on \(socketPath)")
             },
             logger: logger)
         try await app.runService()

@@ -18,6 +18,8 @@ public final class SQLTokenStore: TokenStore {
         batcher = GroupCommit(database: database)
     }
 
+    public func ping() async throws(StoreError) { try await db.ping() }
+
     /// The tokens table, for key rotation.
     public var envelopeTable: any EnvelopeTable { SQLEnvelopeTable.tokens(db) }
 

@@ -28,6 +28,10 @@ public protocol TokenStore: Sendable {
 
     /// Number of tokens held (expired or not), for metrics and tests.
     func count() async throws(StoreError) -> Int
+
+    /// Answers a cheap real query (readiness: `GET /v1/health/ready`).
+    /// - Throws: `STORE_UNAVAILABLE`.
+    func ping() async throws(StoreError)
 }
 
 /// What a purge removed.

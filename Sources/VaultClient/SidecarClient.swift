@@ -14,12 +14,14 @@ import VaultCrypto
 public struct SidecarClient: Sendable {
     /// The socket path.
     public let socketPath: String
-    /// Seconds a call may wait to send its request, and then for each read of its answer.
-    public let timeout: Double
+    /// Seconds connecting, and each send and receive of a call, may take (nil: no limit).
+    public var timeout: Double?
     let pool: ConnectionPool
+    /// How messages name the server (`vault health` asks either server: "the server").
+    public var serverName = "the sidecar"
 
     /// A client for the sidecar at `socketPath`.
-    public init(socketPath: String, timeout: Double = 30, maxIdleConnections: Int = 8) {
+    public init(socketPath: String, timeout: Double? = 30, maxIdleConnections: Int = 8) {
         self.socketPath = socketPath
         self.timeout = timeout
         pool = ConnectionPool(maxIdle: maxIdleConnections)
@@ -137,21 +139,21 @@ public struct SidecarClient: Sendable {
         while true {
             let pooled = pool.take()
             let fd: Int32
-            if let pooled { fd = pooled } else { fd = try UnixSocket.connect(socketPath, timeout: timeout) }
+            if let pooled { fd = pooled } else { fd = try UnixSocket.connect(socketPath, timeout: timeout, peer: serverName) }
             var answer: (raw: [UInt8], keepAlive: Bool)?
             do throws(VaultError) {
-                try UnixSocket.send(fd, headBytes)
-                if let body { try UnixSocket.send(fd, body) }
-                answer = try UnixSocket.receiveAnswer(fd)
+                try UnixSocket.send(fd, headBytes, peer: serverName)
+                if let body { try UnixSocket.send(fd, body, peer: serverName) }
+                answer = try UnixSocket.receiveAnswer(fd, peer: serverName)
             } catch {
                 close(fd)
-                if pooled != nil, error.message == "the sidecar closed the connection" { continue }
+                if pooled != nil, error.message.hasSuffix("closed the connection") { continue }
                 throw error
             }
             guard let answer else {
                 close(fd)
                 if pooled != nil { continue }
-                throw VaultError(.sidecarUnreachable, "the sidecar closed the connection without an answer")
+                throw VaultError(.sidecarUnreachable, "\(serverName) closed the connection without an answer")
             }
             if answer.keepAlive { pool.give(fd) } else { close(fd) }
             return try HTTPResponseParser.parse(answer.raw)

@@ -7,10 +7,15 @@ import VaultCrypto
 
 /// Blocking Unix-socket I/O for `SidecarClient`.
 enum UnixSocket {
-    /// Connects to `path`; sends and receives on the socket give up after `timeout` seconds.
-    static func connect(_ path: String, timeout: Double) throws(VaultError) -> Int32 {
+    /// Connects to the socket at `path`; with `timeout` (seconds), connecting, each send and
+    /// each receive give up after that long. `peer` names the server in messages.
+    static func connect(_ path: String, timeout: Double? = nil, peer: String = "the sidecar") throws(VaultError) -> Int32 {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw VaultError(.sidecarUnreachable, "cannot make a socket") }
+        if let timeout, timeout > 0 {
+            var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - timeout.rounded(.down)) * 1_000_000))
+            for option in [SO_RCVTIMEO, SO_SNDTIMEO] { setsockopt(fd, SOL_SOCKET, option, &tv, socklen_t(MemoryLayout<timeval>.size)) }
+        }
         var addr = sockaddr_un()
         addr.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(path.utf8)
@@ -19,39 +24,38 @@ enum UnixSocket {
             throw VaultError(.sidecarUnreachable, "socket path is too long")
         }
         withUnsafeMutableBytes(of: &addr.sun_path) { $0.copyBytes(from: bytes) }
-        var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - timeout.rounded(.down)) * 1_000_000))
-        _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         let rc = withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
         guard rc == 0 else {
             let e = errno
             close(fd)
-            throw VaultError(.sidecarUnreachable, "cannot connect to the sidecar at \(path): \(String(cString: strerror(e)))")
+            throw VaultError(.sidecarUnreachable, "cannot connect to \(peer) at \(path): \(String(cString: strerror(e)))")
         }
         return fd
     }
 
-    static func send(_ fd: Int32, _ bytes: [UInt8]) throws(VaultError) {
-        try bytes.withUnsafeBytes { b in Result { () throws(VaultError) in try send(fd, b) } }.get()
+    static func send(_ fd: Int32, _ bytes: [UInt8], peer: String = "the sidecar") throws(VaultError) {
+        try bytes.withUnsafeBytes { b in Result { () throws(VaultError) in try send(fd, b, peer: peer) } }.get()
     }
 
-    static func send(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(VaultError) {
+    static func send(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, peer: String = "the sidecar") throws(VaultError) {
         var at = 0
         while at < bytes.count {
             let n = Glibc.send(fd, bytes.baseAddress! + at, bytes.count - at, Int32(MSG_NOSIGNAL))
             if n < 0, errno == EINTR { continue }
-            if n < 0, errno == EAGAIN || errno == EWOULDBLOCK { throw VaultError(.sidecarUnreachable, "the sidecar did not take the request in time") }
-            guard n > 0 else { throw VaultError(.sidecarUnreachable, "the sidecar closed the connection") }
+            guard n > 0 else {
+                let e = errno
+                throw VaultError(.sidecarUnreachable, e == EAGAIN || e == EWOULDBLOCK ? "\(peer) took the request too long" : "\(peer) closed the connection")
+            }
             at += n
         }
     }
 
     /// Reads one HTTP/1.1 answer (head, then a Content-Length or chunked body, or up to the close).
-    /// `answered` is false when the peer closed before sending a byte (a kept-alive connection the
-    /// server had closed: the request was never read).
-    static func receiveAnswer(_ fd: Int32, limit: Int = 1 << 20) throws(VaultError) -> (raw: [UInt8], keepAlive: Bool)? {
+    /// Nil when the peer closed before sending a byte (a kept-alive connection the server had
+    /// closed: the request was never read).
+    static func receiveAnswer(_ fd: Int32, limit: Int = 1 << 20, peer: String = "the sidecar") throws(VaultError) -> (raw: [UInt8], keepAlive: Bool)? {
         var out: [UInt8] = []
         var buf = [UInt8](repeating: 0, count: 16384)
         var framing: HTTPResponseParser.Framing?
@@ -59,16 +63,18 @@ enum UnixSocket {
             if let framing, let end = framing.end(in: out) { return (Array(out[..<end]), framing.keepAlive) }
             let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, $0.count, 0) }
             if n < 0, errno == EINTR { continue }
-            if n < 0, errno == EAGAIN || errno == EWOULDBLOCK { throw VaultError(.sidecarUnreachable, "no answer from the sidecar in time") }
             if n < 0, errno == ECONNRESET, out.isEmpty { return nil }
-            guard n >= 0 else { throw VaultError(.sidecarUnreachable, "reading the sidecar's answer failed") }
+            guard n >= 0 else {
+                let e = errno
+                throw VaultError(.sidecarUnreachable, e == EAGAIN || e == EWOULDBLOCK ? "no answer from \(peer) in time" : "reading the answer of \(peer) failed")
+            }
             if n == 0 {
                 if out.isEmpty { return nil }
-                guard framing == nil || framing?.toClose == true else { throw VaultError(.sidecarUnreachable, "the sidecar closed the connection mid-answer") }
+                guard framing == nil || framing?.toClose == true else { throw VaultError(.sidecarUnreachable, "\(peer) closed the connection mid-answer") }
                 return (out, false)
             }
             out += buf[0..<n]
-            guard out.count <= limit else { throw VaultError(.sidecarUnreachable, "the sidecar's answer is too large") }
+            guard out.count <= limit else { throw VaultError(.sidecarUnreachable, "the answer of \(peer) is too large") }
             if framing == nil { framing = HTTPResponseParser.framing(out) }
         }
     }

@@ -107,6 +107,7 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
     case unsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE"
     case routeNotFound = "ROUTE_NOT_FOUND"
     case methodNotAllowed = "METHOD_NOT_ALLOWED"
+    case notReady = "NOT_READY"
 
     // The gateway adapter and its processors
     case amountInvalid = "AMOUNT_INVALID"
@@ -197,6 +198,8 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
         /// This version or host cannot run it: the store needs a newer vault, or the kernel
         /// refuses the process hardening (a restart cannot cure either).
         case cannotRunHere = 15
+        /// A server answers but is not ready (`vault health --ready`: `NOT_READY`).
+        case notReady = 16
 
         /// argument-parser's usage error (not a code of the catalogue).
         public static let usage: Int32 = 64
@@ -307,6 +310,7 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
         case .unsupportedMediaType: Self.e(415, .invalidInput, "a body that is not `application/json`")
         case .routeNotFound: Self.e(404, .invalidInput, "no route has this path")
         case .methodNotAllowed: Self.e(405, .invalidInput, "the path's routes do not take this method")
+        case .notReady: Self.e(503, .notReady, "the server answers but a readiness check failed (store, gateway, keys, processor: the message names it)")
 
         case .amountInvalid: Self.e(422, .failure, "an amount that is not a positive integer in minor units")
         case .currencyInvalid: Self.e(422, .failure, "not an active ISO 4217 code in upper case")

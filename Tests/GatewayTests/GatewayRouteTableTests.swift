@@ -16,7 +16,7 @@ import Testing
         ])
         #expect(Set(GatewayRoutes.documentedRoutes) == [
             "POST /v1/authorize", "GET /v1/authorizations/{payment}", "POST /v1/authorizations/{payment}/confirm",
-            "POST /v1/sandbox/acs/{transaction}", "POST /v1/fingerprints", "GET /v1/keys", "GET /v1/health", "GET /metrics",
+            "POST /v1/sandbox/acs/{transaction}", "POST /v1/fingerprints", "GET /v1/keys", "GET /v1/health", "GET /v1/health/ready", "GET /metrics",
             "POST /v1/operations", "GET /v1/operations/{operation}",
         ])
         let f = try GatewayRouteTests.Fixture()
@@ -32,6 +32,20 @@ import Testing
                 }
             }
             try await client.execute(uri: "/v1/nothing", method: .get) { r in #expect(r.status == .notFound) }
+        }
+    }
+
+    /// `GET /v1/health/ready`: the ledger's store answers, the ring opens a kid, a processor is set.
+    @Test func readyChecksTheLedgerKeysAndProcessor() async throws {
+        let f = try GatewayRouteTests.Fixture()
+        defer { f.remove() }
+        try await f.withApp { client in
+            try await client.execute(uri: "/v1/health/ready", method: .get) { r in
+                let body = String(buffer: r.body)
+                #expect(r.status == .ok, "\(body)")
+                #expect(body.hasPrefix(#"{"status":"ready","checks":{"store":{"status":"ok"},"keys":{"status":"ok","detail":"opens "#), "\(body)")
+                #expect(body.hasSuffix(#"; fingerprint key absent"},"processor":{"status":"ok","detail":"sandbox"}}}"#), "\(body)")
+            }
         }
     }
 }

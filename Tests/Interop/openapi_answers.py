@@ -142,6 +142,7 @@ try:
 
     card = lambda n: {"number": n, "exp_month": 12, "exp_year": 2030, "cvc": "123"}
     call("GET", "/v1/health", expect=200)
+    call("GET", "/v1/health/ready", expect=200)
     call("GET", "/metrics", expect=200)
     call("GET", "/openapi.json", expect=200)
     call("POST", "/v1/validate", {"number": "4242424242424242"}, expect=200)
@@ -278,6 +279,19 @@ try:
     head, _, rest = answer.partition(b"\r\n\r\n")
     if not (head.startswith(b"HTTP/1.1 400") and b"Request-Id: " in head and json.loads(rest)["error"]["code"] == "REQUEST_MALFORMED"):
         problems.append(f"malformed framing: {answer!r}")
+
+    # Readiness with the gateway stopped: 503 NOT_READY naming the gateway (once the last answer,
+    # reused for up to a second, has aged).
+    procs[0].terminate()
+    procs[0].wait()
+    for _ in range(100):
+        s, h, b = call("GET", "/v1/health/ready")
+        if s != 200:
+            break
+        time.sleep(0.05)
+    if not (s == 503 and isinstance(b, dict) and b["error"]["code"] == "NOT_READY" and b["checks"]["gateway"]["status"] == "failed"
+            and "gateway" in b["error"]["message"] and h.get("Retry-After")):
+        problems.append(f"GET /v1/health/ready without the gateway: {s} {h} {b}")
 
     missing = {f"{m.upper()} {p}" for p, ops in doc["paths"].items() for m in ops if m in ("get", "post", "put", "delete", "patch")} - called
     for route in sorted(missing):

@@ -31,7 +31,7 @@ import Testing
             let (method, path) = (route.method, route.path)
             let expected: Set<PeerPolicy.Role>? =
                 switch (method, path) {
-                case (.get, "/v1/health"), (.get, "/openapi.json"), (.get, "/metrics"): nil
+                case (.get, "/v1/health"), (.get, "/v1/health/ready"), (.get, "/openapi.json"), (.get, "/metrics"): nil
                 case (.post, "/v1/tokens"), (.post, "/v1/validate"): [.tokenize, .admin]
                 case (.get, "/v1/tokens/{token}"): [.tokenize, .pay, .admin]
                 case (_, _) where path.hasPrefix("/v1/payments") || path.hasPrefix("/v1/customers") || path.hasPrefix("/v1/mandates")

@@ -201,6 +201,15 @@ func record(_ envelope: CardEnvelope, token: String = RandomID.make(prefix: "tok
         #expect(try await store.count() == 1)
     }
 
+    /// Readiness's store check: a cheap real query through the store's pool or client.
+    @Test(arguments: Backend.available)
+    func pingAnswersOnEveryBackend(_ backend: Backend) async throws {
+        let h = try await backend.make()
+        defer { Task { await h.cleanup() } }
+        try await h.store.ping()
+        try await h.db.ping()
+    }
+
     /// A commit is on disk when it returns: the writer runs synchronous=FULL even though GRDB's
     /// WAL set-up would lower it to NORMAL.
     @Test func sqliteCommitsAreSynchronousFull() async throws {

@@ -2,13 +2,16 @@ import GatewayAPI
 import Hummingbird
 import SocketHTTP
 
-/// `GET /v1/health` (with the processor's name) and `GET /metrics`: not audited.
+/// `GET /v1/health` (liveness, with the processor's name), `GET /v1/health/ready` (readiness:
+/// `GatewayReadiness`) and `GET /metrics`: not audited.
 struct HealthController: Sendable {
     let processorName: String
     let metrics: GatewayMetrics
+    let readiness: Readiness
 
     static let endpoints: [GatewayEndpoint<Self>] = [
         .init(GatewayRoute(.get, "/v1/health")) { c, _, _ in JSONOut.response(.ok, "{\"status\":\"ok\",\"processor\":\"\(c.processorName)\"}") },
+        .init(GatewayRoute(.get, "/v1/health/ready")) { c, _, _ in await c.readiness.response() },
         .init(GatewayRoute(.get, "/metrics")) { c, _, _ in .prometheus(c.metrics.exposition()) },
     ]
 
