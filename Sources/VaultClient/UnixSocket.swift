@@ -143,13 +143,20 @@ enum HTTPResponseParser {
     static func framing(_ raw: [UInt8]) -> Framing? {
         guard let headEnd = headEnd(raw) else { return nil }
         var f = Framing(bodyStart: headEnd + 4)
-        for line in String(decoding: raw[..<headEnd], as: UTF8.self).split(separator: "\r\n").dropFirst() {
+        let lines = String(decoding: raw[..<headEnd], as: UTF8.self).split(separator: "\r\n")
+        // 1xx, 204 and 304 answers have no body whatever their headers say (RFC 9112 §6.3).
+        let status = lines.first.flatMap { Int($0.split(separator: " ").dropFirst().first ?? "") } ?? 200
+        for line in lines.dropFirst() {
             let l = line.lowercased()
             if l.hasPrefix("transfer-encoding:") && l.contains("chunked") { f.chunked = true }
             if l.hasPrefix("content-length:") { f.contentLength = Int(l.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) }
             if l.hasPrefix("connection:") && l.contains("close") { f.keepAlive = false }
         }
         if f.chunked { f.contentLength = nil }
+        if status < 200 || status == 204 || status == 304 {
+            f.chunked = false
+            f.contentLength = 0
+        }
         if f.toClose { f.keepAlive = false }
         return f
     }
