@@ -328,7 +328,7 @@ import VaultCrypto
         #expect(try await store.markUnknown(lost.id, reason: "timeout", now: t1))
 
         let counts = try await store.stateCounts(all: true)
-        #expect(counts.byStatus == [.processing: 2, .succeeded: 1, .declined: 1, .unknown: 1, .requiresAction: 0, .failed: 0], "\(counts)")
+        #expect(counts.byStatus == [.processing: 2, .succeeded: 1, .declined: 1, .unknown: 1, .requiresAction: 0, .failed: 0, .requiresCapture: 0, .canceled: 0], "\(counts)")
         #expect(counts.oldestProcessing.map { abs($0.timeIntervalSince(t0)) < 0.01 } == true, "\(String(describing: counts.oldestProcessing))")
         // The backlog only (the partial index): processing and unknown, nothing else.
         let backlog = try await store.stateCounts(all: false)
