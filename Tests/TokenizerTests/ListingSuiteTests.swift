@@ -150,4 +150,57 @@ import VaultCrypto
         let byFingerprint = try await Self.walk(id: \TokenRecord.token) { q in try await tokens.list(q, fingerprint: fingerprint, now: now) }
         #expect(Set(byFingerprint.ids) == Set(marked.map(\.token)) && byFingerprint.sizes == [5])
     }
+
+    /// A store of the previous version (before `0006-listing`: its indexes and columns taken away
+    /// again) upgrades with the payments' customer filled from their requests (a customer's, a
+    /// mandate's) and the instruments' fingerprint from their envelopes.
+    @Test(arguments: Backend.available)
+    func theUpgradeFillsCustomersAndFingerprints(_ backend: Backend) async throws {
+        let h = try await backend.make()
+        defer { Task { await h.cleanup() } }
+        for index in ["vault_payments_list", "vault_payments_list_status", "vault_payments_list_customer", "vault_payment_operations_list",
+                      "vault_payment_operations_list_status", "vault_payment_operations_list_payment", "vault_customers_list",
+                      "vault_tokens_list", "vault_tokens_list_fingerprint", "vault_instruments_fingerprint"] {
+            try await h.db.write("DROP INDEX \(index)")
+        }
+        try await h.db.write("ALTER TABLE vault_payments DROP COLUMN customer")
+        try await h.db.write("ALTER TABLE vault_instruments DROP COLUMN fingerprint")
+        try await h.db.write("DELETE FROM vault_migrations WHERE name = '0006-listing'")
+
+        let t = Date(timeIntervalSince1970: 1_800_000_000)
+        let customers = SQLCustomerStore(database: h.db)
+        let customer = CustomerRecord(id: RandomID.make(prefix: "cus_"), reference: nil, createdAt: t)
+        try await customers.create(customer)
+        var envelope = try sampleEnvelope(cvc: nil)
+        let fingerprint = String(repeating: "12", count: 32)
+        envelope.card.fingerprint = fingerprint
+        let instrument = RandomID.make(prefix: "ins_"), mandate = RandomID.make(prefix: "mdt_")
+        try await h.db.write(
+            "INSERT INTO vault_instruments (id, customer, envelope, created_at) VALUES (?, ?, ?, ?)", [instrument, customer.id, envelope.json, t])
+        try await h.db.write("""
+            INSERT INTO vault_mandates (id, customer, instrument, amount, max_amount, currency, interval, max_cycles, status, created_at, expires_at)
+            VALUES (?, ?, ?, 100, 100, 'EUR', 'month', 12, 'active', ?, ?)
+            """, [mandate, customer.id, instrument, t, t.addingTimeInterval(86400 * 365)])
+        let requests = [
+            "customer=\(customer.id)&amount=100&currency=EUR", "mandate=\(mandate)&cycle=1&amount=100&currency=EUR",
+            "token=tok_abc&amount=100&currency=EUR",
+        ]
+        var ids: [String] = []
+        for (i, request) in requests.enumerated() {
+            let id = RandomID.make(prefix: "pay_")
+            ids.append(id)
+            try await h.db.write("""
+                INSERT INTO vault_payments (id, scope, idempotency_key, request, token, single_use, amount, currency, status, created_at, updated_at)
+                VALUES (?, 'uid:1000', ?, ?, ?, FALSE, 100, 'EUR', 'succeeded', ?, ?)
+                """, [id, "k\(i)", request, instrument, t.addingTimeInterval(Double(i)), t])
+        }
+        try await h.db.migrate()
+        #expect(try await h.db.appliedMigrations() == Migrations.all.map(\.name))
+        let payments = SQLPaymentStore(database: h.db)
+        let theirs = try await payments.list(ListQuery(), status: nil, customer: customer.id)
+        #expect(theirs == .page([try #require(try await payments.get(ids[1])), try #require(try await payments.get(ids[0]))], hasMore: false))
+        let found = try await customers.listInstruments(ListQuery(), fingerprint: fingerprint, customer: nil)
+        guard case .page(let items, false) = found else { Issue.record("\(found)"); return }
+        #expect(items.map(\.id) == [instrument])
+    }
 }
