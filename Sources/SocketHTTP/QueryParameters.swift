@@ -81,13 +81,14 @@ public struct QueryParameters: Sendable {
         return v
     }
 
-    /// A UTC time as the answers write one, `2026-11-23T12:50:59Z` (fractional seconds allowed).
+    /// An RFC 3339 time, as the answers write one (`2026-11-23T12:50:59Z`; fractional seconds and
+    /// an offset such as `+01:00` allowed).
     public func date(_ name: String) throws(APIError) -> Date? {
         guard let v = values[name] else { return nil }
         let plain = ISO8601DateFormatter()
         let fractional = ISO8601DateFormatter()
         fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        guard v.hasSuffix("Z"), let d = plain.date(from: v) ?? fractional.date(from: v) else {
+        guard let d = plain.date(from: v) ?? fractional.date(from: v) else {
             throw APIError(.requestFieldInvalid, "\(name) is a UTC time such as 2026-11-23T12:50:59Z", field: name)
         }
         return d
