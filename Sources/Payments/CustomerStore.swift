@@ -116,6 +116,12 @@ public protocol CustomerStore: Sendable {
     /// Deletes the instrument (and its envelope); clears the default if it was. False when the
     /// instrument is not the customer's.
     func detach(customer: String, instrument: String) async throws(StoreError) -> Bool
+
+    /// A page of the store's customers, newest first.
+    func list(_ q: ListQuery) async throws(StoreError) -> ListPage<CustomerRecord>
+    /// A page of stored instruments, newest first: of the card with `fingerprint` (the keyed
+    /// fingerprint of its envelope's metadata) and of `customer`, each when given.
+    func listInstruments(_ q: ListQuery, fingerprint: String?, customer: String?) async throws(StoreError) -> ListPage<InstrumentRecord>
 }
 
 extension CustomerStore {

@@ -123,4 +123,7 @@ public protocol PaymentOperationStore: Sendable {
     /// every one when `id` is nil (the sweep); not one with a capture or cancel recorded. Returns
     /// the ids marked.
     func expireAuthorizations(_ id: String?, now: Date) async throws(StoreError) -> [String]
+
+    /// A page of the store's refunds (every scope), newest first, with `status` and of `payment` when given.
+    func listRefunds(_ q: ListQuery, status: PaymentOperation.Status?, payment: String?) async throws(StoreError) -> ListPage<PaymentOperation>
 }

@@ -170,6 +170,10 @@ public protocol PaymentStore: Sendable {
     /// `processing` and `unknown` (through their partial index, however large the table), and
     /// when the oldest one still `processing` was made: for metrics. Store-wide.
     func stateCounts(all: Bool) async throws(StoreError) -> PaymentStateCounts
+
+    /// A page of the store's payments (every scope), newest first, with `status` and of the
+    /// `customer` (paid through the customer or one of its mandates) when given.
+    func list(_ q: ListQuery, status: PaymentRecord.Status?, customer: String?) async throws(StoreError) -> ListPage<PaymentRecord>
 }
 
 /// The payments of a store by state (`PaymentStore.stateCounts(all:)`).

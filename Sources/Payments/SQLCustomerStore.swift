@@ -127,9 +127,9 @@ public final class SQLCustomerStore: CustomerStore, MandateStore {
         return try await db.transaction { (tx) throws(StoreError) in
             // Nothing attaches to a customer that does not exist (or was deleted meanwhile).
             let inserted = try await tx.query("""
-                INSERT INTO vault_instruments (id, customer, envelope, created_at)
-                SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM vault_customers WHERE id = ?) RETURNING id
-                """, [i.id, i.customer, json, i.createdAt, i.customer])
+                INSERT INTO vault_instruments (id, customer, envelope, created_at, fingerprint)
+                SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM vault_customers WHERE id = ?) RETURNING id
+                """, [i.id, i.customer, json, i.createdAt, i.envelope.card.fingerprint, i.customer])
             guard !inserted.isEmpty else { return false }
             try await tx.query(
                 "UPDATE vault_customers SET default_instrument = ? WHERE id = ? AND (? OR default_instrument IS NULL)",
@@ -154,6 +154,20 @@ public final class SQLCustomerStore: CustomerStore, MandateStore {
                 "UPDATE vault_customers SET default_instrument = NULL WHERE id = ? AND default_instrument = ?", [customer, instrument])
             return true
         }
+    }
+
+    public func list(_ q: ListQuery) async throws(StoreError) -> ListPage<CustomerRecord> {
+        try await db.page("vault_customers", columns: "id, reference, default_instrument, created_at", filters: [], q).map {
+            (r) throws(StoreError) in
+            CustomerRecord(id: try r.string(0), reference: r.optionalString(1), defaultInstrument: r.optionalString(2), createdAt: try r.date(3))
+        }
+    }
+
+    public func listInstruments(_ q: ListQuery, fingerprint: String?, customer: String?) async throws(StoreError) -> ListPage<InstrumentRecord> {
+        var filters: [(String, [any SQLBindable])] = []
+        if let fingerprint { filters.append(("fingerprint = ?", [fingerprint])) }
+        if let customer { filters.append(("customer = ?", [customer])) }
+        return try await db.page("vault_instruments", columns: "id, customer, envelope, created_at", filters: filters, q).map(Self.instrument)
     }
 
     static func instrument(_ r: SQLRow) throws(StoreError) -> InstrumentRecord {

@@ -28,9 +28,10 @@ public final class SQLPaymentStore: PaymentStore, SessionStore {
         let inserted: Bool
         do throws(StoreError) {
             inserted = try await !db.write("""
-                INSERT INTO vault_payments (\(Self.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO vault_payments (\(Self.columns), customer)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, COALESCE(?, (SELECT customer FROM vault_mandates WHERE id = ?)))
                 ON CONFLICT (scope, idempotency_key) DO NOTHING RETURNING id
-                """, values).isEmpty
+                """, values + Self.customerSource(of: r.request)).isEmpty
         } catch where error.code == .duplicate {
             // Two requests under one key racing from two sidecars: the loser's insert can trip the
             // single-use token index (not the key's) while the winner commits. If the key's

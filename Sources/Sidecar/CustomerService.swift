@@ -125,11 +125,12 @@ public struct CustomerService: Sendable {
         }
     }
 
-    public static func json(_ c: CustomerRecord, _ instruments: [InstrumentRecord]) -> String {
+    /// A customer's JSON; without `instruments` (nil: lists) the field is left out.
+    public static func json(_ c: CustomerRecord, _ instruments: [InstrumentRecord]?) -> String {
         var out = "{\"id\":\"\(c.id)\",\"reference\":"
         if let r = c.reference { JSONOut.string(r, into: &out) } else { out += "null" }
         out += ",\"default_instrument\":" + (c.defaultInstrument.map { "\"\($0)\"" } ?? "null")
-        out += ",\"instruments\":[" + instruments.map(instrumentJSON).joined(separator: ",") + "]"
+        if let instruments { out += ",\"instruments\":[" + instruments.map(instrumentJSON).joined(separator: ",") + "]" }
         out += ",\"created_at\":\"\(JSONOut.iso(c.createdAt))\"}"
         return out
     }

@@ -53,6 +53,7 @@ public struct SidecarRoutes: Sendable {
         SystemController.endpoints.map(\.route) + TokenController.endpoints.map(\.route) + PaymentController.endpoints.map(\.route)
         + SandboxController.endpoints.map(\.route) + CustomerController.endpoints.map(\.route)
         + SessionController.endpoints.map(\.route) + MandateController.endpoints.map(\.route) + RefundController.endpoints.map(\.route)
+        + ListController.endpoints.map(\.route)
 
     /// Every route served, as `METHOD /path` in OpenAPI notation; a test checks it against
     /// `openapi.json` and the router.
@@ -81,6 +82,7 @@ public struct SidecarRoutes: Sendable {
         SessionController(sessions: sessions, tokenizer: tokenizer, metrics: metrics).addRoutes(to: group)
         MandateController(mandates: mandates, metrics: metrics).addRoutes(to: group)
         RefundController(payments: payments).addRoutes(to: group)
+        ListController(tokenizer: tokenizer, payments: payments, customers: customers).addRoutes(to: group)
     }
 
     /// A service this sidecar may lack: without a gateway, 503 `GATEWAY_UNAVAILABLE`.

@@ -60,7 +60,7 @@ extension Database {
 
 /// The schema, as one list for both backends (docs/configuration.md "The store").
 public enum Migrations {
-    public static let all: [Migration] = [base, ledger, cvcColumnsGone, lifecycle, createsAndReferences]
+    public static let all: [Migration] = [base, ledger, cvcColumnsGone, lifecycle, createsAndReferences, listing]
 
     /// Every table the vault had when the store layer became one (tokens, payments, sessions,
     /// customers, instruments, mandates). `IF NOT EXISTS` throughout: a PostgreSQL store made
@@ -267,6 +267,41 @@ public enum Migrations {
             """,
             "CREATE TABLE IF NOT EXISTS vault_customer_references (reference TEXT PRIMARY KEY NOT NULL, customer TEXT NOT NULL)",
             "CREATE INDEX IF NOT EXISTS vault_customer_references_customer ON vault_customer_references (customer)",
+        ]
+    }
+
+    /// Lists and searches (README "Listing and search"): newest first by `(created_at, id)`, one
+    /// index per filter with that order behind it. Payments gain `customer` (the customer paid
+    /// through, backfilled from the canonical request `customer=cus_…&…`, or the customer of the mandate
+    /// of `mandate=man_…&…`), instruments
+    /// `fingerprint` (the card's keyed fingerprint from the envelope's metadata, filled on attach,
+    /// backfilled from the envelopes).
+    static let listing = Migration("0006-listing") { (d: Dialect) in
+        let customerOfRequest = d.backend == .postgres
+            ? "split_part(substr(request, 10), '&', 1)"
+            : "substr(request, 10, instr(substr(request, 10) || '&', '&') - 1)"
+        let fingerprintOfEnvelope = d.backend == .postgres
+            ? "(envelope::jsonb) #>> '{card,fingerprint}'"
+            : "json_extract(envelope, '$.card.fingerprint')"
+        return [
+            "ALTER TABLE vault_payments ADD COLUMN customer TEXT",
+            "UPDATE vault_payments SET customer = \(customerOfRequest) WHERE request LIKE 'customer=%'",
+            """
+            UPDATE vault_payments SET customer = (SELECT m.customer FROM vault_mandates m WHERE vault_payments.request LIKE 'mandate=' || m.id || '&%')
+            WHERE request LIKE 'mandate=%'
+            """,
+            "ALTER TABLE vault_instruments ADD COLUMN fingerprint TEXT",
+            "UPDATE vault_instruments SET fingerprint = \(fingerprintOfEnvelope)",
+            "CREATE INDEX vault_payments_list ON vault_payments (created_at, id)",
+            "CREATE INDEX vault_payments_list_status ON vault_payments (status, created_at, id)",
+            "CREATE INDEX vault_payments_list_customer ON vault_payments (customer, created_at, id) WHERE customer IS NOT NULL",
+            "CREATE INDEX vault_payment_operations_list ON vault_payment_operations (kind, created_at, id)",
+            "CREATE INDEX vault_payment_operations_list_status ON vault_payment_operations (kind, status, created_at, id)",
+            "CREATE INDEX vault_payment_operations_list_payment ON vault_payment_operations (payment_id, kind, created_at, id)",
+            "CREATE INDEX vault_customers_list ON vault_customers (created_at, id)",
+            "CREATE INDEX vault_tokens_list ON vault_tokens (created_at, token)",
+            "CREATE INDEX vault_tokens_list_fingerprint ON vault_tokens (fingerprint, created_at, token) WHERE fingerprint IS NOT NULL",
+            "CREATE INDEX vault_instruments_fingerprint ON vault_instruments (fingerprint, created_at, id) WHERE fingerprint IS NOT NULL",
         ]
     }
 

@@ -60,6 +60,16 @@ public final class SQLTokenStore: TokenStore {
         return PurgeResult(tokensDeleted: deleted.count, cvcsDropped: 0)
     }
 
+    public func list(_ q: ListQuery, fingerprint: String?, now: Date) async throws(StoreError) -> ListPage<TokenRecord> {
+        // `+expires_at`: not an index to walk (SQLite would take the expiry index and sort every
+        // live token for each page); the order's index is walked and expired rows skipped.
+        var filters: [(String, [any SQLBindable])] = [("+expires_at > ?", [now])]
+        if let fingerprint { filters.append(("fingerprint = ?", [fingerprint])) }
+        return try await db.page("vault_tokens", idColumn: "token", columns: StoredToken.selectColumns, filters: filters, q).map {
+            (row) throws(StoreError) in try StoredToken(row: row).record()
+        }
+    }
+
     public func count() async throws(StoreError) -> Int {
         try await db.query("SELECT COUNT(*) FROM vault_tokens").first?.int(0) ?? 0
     }

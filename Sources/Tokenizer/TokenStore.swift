@@ -32,6 +32,10 @@ public protocol TokenStore: Sendable {
     /// Answers a cheap real query (readiness: `GET /v1/health/ready`).
     /// - Throws: `STORE_UNAVAILABLE`.
     func ping() async throws(StoreError)
+
+    /// A page of the tokens live at `now`, newest first, of the card with `fingerprint` (the
+    /// gateway's fingerprint column) when given.
+    func list(_ q: ListQuery, fingerprint: String?, now: Date) async throws(StoreError) -> ListPage<TokenRecord>
 }
 
 /// What a purge removed.

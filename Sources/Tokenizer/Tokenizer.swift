@@ -128,6 +128,23 @@ public struct Tokenizer: Sendable {
         return found
     }
 
+    /// A page of live tokens, newest first (README "Listing and search"), each as `record` shows
+    /// it; of the card with the gateway's `fingerprint` when given.
+    /// - Throws: store codes.
+    public func list(_ q: ListQuery, fingerprint: String?) async throws(VaultError) -> ListPage<TokenRecord> {
+        let t = now()
+        let page: ListPage<TokenRecord>
+        do throws(StoreError) { page = try await store.list(q, fingerprint: fingerprint, now: t) } catch { throw VaultError(store: error) }
+        guard case .page(var items, let hasMore) = page else { return page }
+        for i in items.indices {
+            if let held = cvcs.field(for: items[i].token, sealedKey: items[i].envelope.sealedKey, now: t) {
+                items[i].cvcField = held.field
+                items[i].cvcExpiresAt = held.expiresAt
+            }
+        }
+        return .page(items, hasMore: hasMore)
+    }
+
     /// Takes the CVC of a token for its first authorization: the sealed field, forgotten here at
     /// once (nil when none is held, it expired, or the envelope was sealed again meanwhile).
     public func takeCVC(of record: TokenRecord) -> String? {

@@ -48,6 +48,7 @@ def resolve(node):
 
 
 def template_of(method, path):
+    path = path.split("?")[0]
     for t, ops in doc["paths"].items():
         if method.lower() not in ops:
             continue
@@ -259,12 +260,68 @@ try:
     call("DELETE", f"/v1/tokens/{t2['token']}", expect=204)
     call("DELETE", "/v1/tokens/tok_nothing", expect=404)
 
+    # Lists: a first page with has_more, the next one after its last id, filters, searches by
+    # fingerprint, and the coded refusals of bad parameters.
+    def pages(path, limit=2):
+        sep = "&" if "?" in path else "?"
+        _, _, first = call("GET", f"{path}{sep}limit={limit}", expect=200)
+        if not (isinstance(first, dict) and first.get("object") == "list" and first.get("has_more") is True and len(first["data"]) == limit):
+            problems.append(f"GET {path} limit={limit}: expected a full first page with has_more: {first}")
+            return
+        last = first["data"][-1].get("id") or first["data"][-1].get("token")
+        _, _, second = call("GET", f"{path}{sep}limit={limit}&starting_after={last}", expect=200)
+        ids = lambda page: [o.get("id") or o.get("token") for o in page["data"]]
+        if not isinstance(second, dict) or set(ids(first)) & set(ids(second)) or not second["data"]:
+            problems.append(f"GET {path}: the second page repeats the first or is empty: {first} {second}")
+
+    call("POST", "/v1/customers", {"reference": "listed"}, expect=201)
+    _, _, t8 = call("POST", "/v1/tokens", {"card": card("5555555555554444")}, expect=201)
+    call("POST", f"/v1/customers/{cu['id']}/instruments", {"token": t8["token"]}, expect=201)
+    for _ in range(3):
+        call("POST", "/v1/tokens", {"card": card("4242424242424242")}, expect=201)
+    for path in ("/v1/payments", "/v1/refunds", "/v1/tokens"):
+        pages(path)
+    for path in ("/v1/customers", "/v1/instruments"):
+        pages(path, limit=1)
+    pages(f"/v1/payments?status=succeeded&created%5Bgte%5D=2020-01-01T00:00:00Z&created[lte]={expires}")
+    _, _, theirs = call("GET", f"/v1/payments?customer={cu['id']}", expect=200)
+    if not (isinstance(theirs, dict) and len(theirs["data"]) == 2 and theirs["has_more"] is False):
+        problems.append(f"payments of a customer (one payment, one mandate charge): {theirs}")
+    _, _, refunds = call("GET", f"/v1/refunds?payment={pa['id']}&status=succeeded", expect=200)
+    if not (isinstance(refunds, dict) and {r["id"] for r in refunds["data"]} >= {re1["id"]}):
+        problems.append(f"refunds of a payment: {refunds}")
+    _, _, t7 = call("POST", "/v1/tokens", {"card": card("4242424242424242")}, expect=201)
+    fp = None
+    for _ in range(100):
+        _, _, got = call("GET", f"/v1/tokens/{t7['token']}", expect=200)
+        fp = (got or {}).get("card", {}).get("fingerprint")
+        if fp:
+            break
+        time.sleep(0.05)
+    if fp:
+        _, _, same = call("GET", f"/v1/tokens?fingerprint={fp}&limit=100", expect=200)
+        if not (isinstance(same, dict) and t7["token"] in [t["token"] for t in same["data"]]):
+            problems.append(f"tokens by fingerprint: {same}")
+        _, _, stored = call("GET", f"/v1/instruments?fingerprint={fp}&customer={cu['id']}", expect=200)
+        if not (isinstance(stored, dict) and all(i["card"].get("fingerprint") == fp and i["customer"] == cu["id"] for i in stored["data"])):
+            problems.append(f"instruments by fingerprint: {stored}")
+    else:
+        problems.append("the gateway gave the token no fingerprint")
+    for bad in ("limit=0", "limit=101", "limit=x", "status=nothing", "created[gte]=yesterday", "starting_after=pay_nothing", "customer=x"):
+        _, _, b = call("GET", f"/v1/payments?{bad}", expect=422)
+        if not (isinstance(b, dict) and b["error"]["code"] == "REQUEST_FIELD_INVALID"):
+            problems.append(f"GET /v1/payments?{bad}: {b}")
+    _, _, b = call("GET", "/v1/customers?status=succeeded", expect=422)
+    if not (isinstance(b, dict) and b["error"]["code"] == "REQUEST_FIELD_UNKNOWN" and b["error"].get("field") == "status"):
+        problems.append(f"GET /v1/customers?status=…: {b}")
+
     # No route, wrong method.
     s, h, b = call("GET", "/v1/nothing", expect=404)
     if not (isinstance(b, dict) and b["error"]["code"] == "ROUTE_NOT_FOUND" and h.get("Request-Id")):
         problems.append(f"GET /v1/nothing: {h} {b}")
     s, h, b = call("PUT", "/v1/tokens", {}, expect=405)
-    if not (isinstance(b, dict) and b["error"]["code"] == "METHOD_NOT_ALLOWED" and h.get("Allow") == "POST" and h.get("Request-Id")):
+    if not (isinstance(b, dict) and b["error"]["code"] == "METHOD_NOT_ALLOWED" and set(h.get("Allow", "").split(", ")) == {"GET", "POST"}
+            and h.get("Request-Id")):
         problems.append(f"PUT /v1/tokens: {h} {b}")
 
     # Malformed HTTP framing: refused by the HTTP parser, still with the coded body.

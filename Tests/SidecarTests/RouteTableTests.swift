@@ -20,6 +20,8 @@ import Testing
             "DELETE /v1/mandates/{mandate}": "mandate_cancel", "POST /v1/mandates/{mandate}/charges": "pay",
             "POST /v1/payments/{payment}/capture": "capture", "POST /v1/payments/{payment}/cancel": "cancel",
             "POST /v1/refunds": "refund", "GET /v1/refunds/{refund}": "refund_read",
+            "GET /v1/payments": "payment_list", "GET /v1/refunds": "refund_list", "GET /v1/customers": "customer_list",
+            "GET /v1/instruments": "instrument_list", "GET /v1/tokens": "token_list",
         ])
     }
 
@@ -33,7 +35,8 @@ import Testing
                 switch (method, path) {
                 case (.get, "/v1/health"), (.get, "/v1/health/ready"), (.get, "/openapi.json"), (.get, "/metrics"): nil
                 case (.post, "/v1/tokens"), (.post, "/v1/validate"): [.tokenize, .admin]
-                case (.get, "/v1/tokens/{token}"): [.tokenize, .pay, .admin]
+                case (.get, "/v1/tokens/{token}"), (.get, "/v1/tokens"): [.tokenize, .pay, .admin]
+                case (.get, "/v1/instruments"): [.pay, .admin]
                 case (_, _) where path.hasPrefix("/v1/payments") || path.hasPrefix("/v1/customers") || path.hasPrefix("/v1/mandates")
                     || path.hasPrefix("/v1/refunds"): [.pay, .admin]
                 case (.post, "/v1/sandbox/3ds/{transaction}"): [.tokenize, .pay, .admin]

@@ -1,0 +1,96 @@
+import Foundation
+import Hummingbird
+import VaultCrypto
+
+/// The query parameters of a GET (list routes: README "Listing and search"), read as strictly as
+/// JSON bodies are (`RequestFields`): a parameter the route does not know is
+/// `REQUEST_FIELD_UNKNOWN`, one given twice or of the wrong form `REQUEST_FIELD_INVALID`, each
+/// naming the parameter. Names and values are percent-decoded (`created%5Bgte%5D` is `created[gte]`).
+public struct QueryParameters: Sendable {
+    /// Longest query string read.
+    public static let maxBytes = 2048
+
+    let values: [String: String]
+
+    /// The parameters of `request`, each one of `allowed`.
+    public init(_ request: Request, allowed: Set<String>) throws(APIError) {
+        try self.init(query: request.uri.query ?? "", allowed: allowed)
+    }
+
+    public init(query: String, allowed: Set<String>) throws(APIError) {
+        guard query.utf8.count <= Self.maxBytes else {
+            throw APIError(.requestFieldInvalid, "the query string is at most \(Self.maxBytes) bytes")
+        }
+        var values: [String: String] = [:]
+        for pair in query.split(separator: "&", omittingEmptySubsequences: true) {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let name = Self.decode(parts[0]), let value = Self.decode(parts.count > 1 ? parts[1] : "") else {
+                throw APIError(.requestFieldInvalid, "the query string is not percent-encoded UTF-8")
+            }
+            guard allowed.contains(name) else {
+                let known = allowed.sorted().joined(separator: ", ")
+                throw APIError(.requestFieldUnknown, "unknown query parameter \(JSONReader.printable(String(name.prefix(40)))) (this route has \(known))",
+                               field: String(name.prefix(40)))
+            }
+            guard values[name] == nil else { throw APIError(.requestFieldInvalid, "\(name) is given more than once", field: name) }
+            values[name] = value
+        }
+        self.values = values
+    }
+
+    static func decode(_ s: Substring) -> String? {
+        String(s).replacingOccurrences(of: "+", with: " ").removingPercentEncoding
+    }
+
+    /// The raw value, nil when absent.
+    public subscript(_ name: String) -> String? { values[name] }
+
+    /// An integer in `range`.
+    public func int(_ name: String, in range: ClosedRange<Int>) throws(APIError) -> Int? {
+        guard let v = values[name] else { return nil }
+        guard v.utf8.count <= 9, let n = Int(v), range.contains(n) else {
+            throw APIError(.requestFieldInvalid, "\(name) is an integer from \(range.lowerBound) to \(range.upperBound)", field: name)
+        }
+        return n
+    }
+
+    /// One of `allowed`.
+    public func oneOf(_ name: String, _ allowed: [String]) throws(APIError) -> String? {
+        guard let v = values[name] else { return nil }
+        guard allowed.contains(v) else {
+            throw APIError(.requestFieldInvalid, "\(name) is one of \(allowed.joined(separator: ", "))", field: name)
+        }
+        return v
+    }
+
+    /// A vault id (`prefix` and lower-case letters, digits or `_`), as `RequestFields.id` reads one.
+    public func id(_ name: String, prefix: String) throws(APIError) -> String? {
+        guard let v = values[name] else { return nil }
+        guard v.utf8.count <= 64, v.hasPrefix(prefix),
+              v.utf8.allSatisfy({ (48...57).contains($0) || (97...122).contains($0) || $0 == 95 })
+        else { throw APIError(.requestFieldInvalid, "\(name) is \(prefix) and lower-case letters or digits", field: name) }
+        return v
+    }
+
+    /// A card fingerprint: 64 lower-case hex digits (BLAKE2b-256).
+    public func fingerprint(_ name: String = "fingerprint") throws(APIError) -> String? {
+        guard let v = values[name] else { return nil }
+        guard v.utf8.count == 64, v.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) }) else {
+            throw APIError(.requestFieldInvalid, "\(name) is 64 lower-case hex digits", field: name)
+        }
+        return v
+    }
+
+    /// An RFC 3339 time, as the answers write one (`2026-11-23T12:50:59Z`; fractional seconds and
+    /// an offset such as `+01:00` allowed).
+    public func date(_ name: String) throws(APIError) -> Date? {
+        guard let v = values[name] else { return nil }
+        let plain = ISO8601DateFormatter()
+        let fractional = ISO8601DateFormatter()
+        fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        guard let d = plain.date(from: v) ?? fractional.date(from: v) else {
+            throw APIError(.requestFieldInvalid, "\(name) is a UTC time such as 2026-11-23T12:50:59Z", field: name)
+        }
+        return d
+    }
+}
