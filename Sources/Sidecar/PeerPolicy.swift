@@ -6,7 +6,7 @@ import VaultCrypto
 
 /// Which local users may do what over the socket (checked on every request from `SO_PEERCRED`).
 ///
-/// Roles: `tokenize` (POST /v1/tokens, POST /v1/validate, GET /v1/tokens/{t} and GET /v1/tokens, reading and paying a
+/// Roles: `tokenize` (POST /v1/tokens, POST /v1/validate, GET /v1/tokens/{t}, reading and paying a
 /// checkout session it is given, the sandbox challenge page), `pay` (payments, customers and their
 /// instruments and mandates, sessions, their lists, GET /v1/tokens/{t} and GET /v1/tokens), `admin` (everything, DELETE
 /// /v1/tokens/{t} included). `GET /v1/health` and `GET /v1/health/ready` need only to be listed,

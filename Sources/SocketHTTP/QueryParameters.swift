@@ -28,9 +28,11 @@ public struct QueryParameters: Sendable {
                 throw APIError(.requestFieldInvalid, "the query string is not percent-encoded UTF-8")
             }
             guard allowed.contains(name) else {
+                // The name is the caller's free text (it could be a card number): only its
+                // letters are echoed, never its digits, in the message and the field alike.
                 let known = allowed.sorted().joined(separator: ", ")
-                throw APIError(.requestFieldUnknown, "unknown query parameter \(JSONReader.printable(String(name.prefix(40)))) (this route has \(known))",
-                               field: String(name.prefix(40)))
+                let shown = JSONReader.printable(name)
+                throw APIError(.requestFieldUnknown, "unknown query parameter \(shown) (this route has \(known))", field: shown.isEmpty ? nil : shown)
             }
             guard values[name] == nil else { throw APIError(.requestFieldInvalid, "\(name) is given more than once", field: name) }
             values[name] = value

@@ -42,4 +42,20 @@ import Testing
         #expect(Self.refusal("status=paid") { (p) throws(APIError) in _ = try p.oneOf("status", ["succeeded"]) } == "REQUEST_FIELD_INVALID status")
         #expect(Self.refusal(String(repeating: "x", count: QueryParameters.maxBytes + 1)) == "REQUEST_FIELD_INVALID -")
     }
+
+    /// A parameter name is the caller's free text: a card number sent as one is never echoed,
+    /// neither in the message nor in the field (only a name's letters are).
+    @Test func anUnknownNameIsNeverEchoedWithItsDigits() {
+        for query in ["4242424242424242=1", "4242%204242%204242%204242=1", "pan4242424242424242=1"] {
+            do throws(APIError) {
+                _ = try QueryParameters(query: query, allowed: Self.allowed)
+                Issue.record("\(query) was read")
+            } catch {
+                #expect(error.code == .requestFieldUnknown)
+                let said = error.message + " " + (error.field ?? "")
+                #expect(!said.contains("4242"), "\(said)")
+            }
+        }
+        #expect(Self.refusal("pan4242424242424242=1") == "REQUEST_FIELD_UNKNOWN pan")
+    }
 }

@@ -35,7 +35,10 @@ import Testing
                 switch (method, path) {
                 case (.get, "/v1/health"), (.get, "/v1/health/ready"), (.get, "/openapi.json"), (.get, "/metrics"): nil
                 case (.post, "/v1/tokens"), (.post, "/v1/validate"): [.tokenize, .admin]
-                case (.get, "/v1/tokens/{token}"), (.get, "/v1/tokens"): [.tokenize, .pay, .admin]
+                case (.get, "/v1/tokens/{token}"): [.tokenize, .pay, .admin]
+                // The list shows every caller's tokens (BIN, last 4, fingerprint): never to a
+                // tokenize-only caller, which may read only the tokens whose ids it holds.
+                case (.get, "/v1/tokens"): [.pay, .admin]
                 case (.get, "/v1/instruments"): [.pay, .admin]
                 case (_, _) where path.hasPrefix("/v1/payments") || path.hasPrefix("/v1/customers") || path.hasPrefix("/v1/mandates")
                     || path.hasPrefix("/v1/refunds"): [.pay, .admin]

@@ -172,6 +172,10 @@ import VaultCrypto
         #expect(created == 201, "\(createdBody)")
         let token = (try JSONSerialization.jsonObject(with: Data(createdBody.utf8)) as? [String: Any])?["token"] as? String ?? ""
         #expect(try s.curl("GET", "/v1/tokens/\(token)", asUser: "nobody").0 == 200)
+        // The list shows every caller's tokens: never to a tokenize-only caller.
+        let (listRefused, listBody) = try s.curl("GET", "/v1/tokens", asUser: "nobody")
+        #expect(listRefused == 403 && listBody.contains("PEER_NOT_ALLOWED") && !listBody.contains(token), "\(listBody)")
+        #expect(try s.curl("GET", "/v1/tokens").0 == 200)   // the admin lists them
         let (deleteRefused, _) = try s.curl("DELETE", "/v1/tokens/\(token)", asUser: "nobody")
         #expect(deleteRefused == 403)
         #expect(try s.curl("GET", "/v1/tokens/\(token)").0 == 200)   // nothing happened

@@ -25,7 +25,7 @@ struct ListController: Sendable {
         .init(SidecarRoute(.get, "/v1/instruments", action: "instrument_list", access: [.pay, .admin])) { c, request, _ in
             try await c.instruments(request)
         },
-        .init(SidecarRoute(.get, "/v1/tokens", action: "token_list", access: [.tokenize, .pay, .admin])) { c, request, _ in
+        .init(SidecarRoute(.get, "/v1/tokens", action: "token_list", access: [.pay, .admin])) { c, request, _ in
             try await c.tokens(request)
         },
     ]
