@@ -83,11 +83,25 @@ let package = Package(
         // The gateway adapter's wire format: its request and answer types and their JSON, shared
         // by the gateway's routes and the sidecar's client. No HTTP, no opening.
         .target(name: "GatewayAPI", dependencies: ["VaultCrypto", "Money"]),
+        // The events outbox (written by the store's triggers), its listing, and webhook delivery:
+        // signed, in order per object, retried, one deliverer per store. No card data.
+        .target(
+            name: "Events",
+            dependencies: [
+                "Store", "VaultCrypto",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ]
+        ),
         // The sidecar: Hummingbird on a Unix socket. Never depends on VaultOpen.
         .target(
             name: "Sidecar",
             dependencies: [
-                "Tokenizer", "Payments", "VaultCrypto", "CardRules", "SocketHTTP", "Money", "Store", "Audit", "GatewayAPI",
+                "Tokenizer", "Payments", "VaultCrypto", "CardRules", "SocketHTTP", "Money", "Store", "Audit", "GatewayAPI", "Events",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -135,7 +149,7 @@ let package = Package(
         .target(
             name: "ServerCLI",
             dependencies: [
-                "Sidecar", "SocketHTTP", "Store", "Tokenizer", "VaultCrypto",
+                "Sidecar", "SocketHTTP", "Store", "Tokenizer", "VaultCrypto", "Events",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -163,7 +177,7 @@ let package = Package(
         .testTarget(
             name: "TokenizerTests",
             dependencies: [
-                "Tokenizer", "Payments", "VaultCrypto", "VaultOpen", "CardRules", "Store",
+                "Tokenizer", "Payments", "VaultCrypto", "VaultOpen", "CardRules", "Store", "Events",
                 .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -171,7 +185,7 @@ let package = Package(
         .testTarget(
             name: "SidecarTests",
             dependencies: [
-                "Sidecar", "Tokenizer", "VaultCrypto", "CardRules", "SocketHTTP", "Payments", "Store", "Audit",
+                "Sidecar", "Tokenizer", "VaultCrypto", "CardRules", "SocketHTTP", "Payments", "Store", "Audit", "Events",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "GRDB", package: "GRDB.swift"),

@@ -87,6 +87,18 @@ public struct SidecarOptions: ParsableArguments {
     @Flag(name: .customLong(S.customerReferenceUnique.flag), help: S.customerReferenceUnique.argumentHelp)
     public var customerReferenceUnique = false
 
+    @Option(name: .customLong(S.webhook.flag), help: S.webhook.argumentHelp)
+    public var webhook: String?
+
+    @Option(name: .customLong(S.webhookSecretFile.flag), help: S.webhookSecretFile.argumentHelp, completion: .file())
+    public var webhookSecretFile: String?
+
+    @Option(name: .customLong(S.webhookMaxBackoff.flag), help: S.webhookMaxBackoff.argumentHelp)
+    public var webhookMaxBackoff: Double?
+
+    @Option(name: .customLong(S.eventRetention.flag), help: S.eventRetention.argumentHelp)
+    public var eventRetention: Double?
+
     public init() {}
 }
 

@@ -95,6 +95,18 @@ public enum SidecarSettings: SettingsSection {
     public static let customerReferenceUnique = Setting(
         .sidecar, "customer_reference_unique", default: "false",
         help: "A customer reference names at most one customer of the store (CUSTOMER_REFERENCE_TAKEN); existing ones are adopted at start, the oldest customer keeping a shared one.")
+    public static let webhook = Setting(
+        .sidecar, "webhook", otherwise: "none (events are kept for GET /v1/events only)",
+        help: "Deliver events to this endpoint: http://127.0.0.1[:port]/path (loopback only) or unix:/path/to.sock[:/path] (docs/events.md).")
+    public static let webhookSecretFile = Setting(
+        .sidecar, "webhook_secret_file",
+        help: "File holding the webhook signing secret (at least 32 bytes, not readable by others); required with --webhook.")
+    public static let webhookMaxBackoff = Setting(
+        .sidecar, "webhook_max_backoff", default: "300", maximum: Setting.day,
+        help: "Longest wait in seconds between two attempts of a webhook delivery (1 s doubling up to this, with jitter), 1 to 86400.")
+    public static let eventRetention = Setting(
+        .sidecar, "event_retention", default: "2592000", maximum: Setting.year,
+        help: "Seconds an event is kept (GET /v1/events, webhook retries), delivered or not, 3600 to 31536000 (a year); 30 days by default.")
     public static let auditLog = Setting(
         .sidecar, "audit_log",
         help: "Append an audit line per tokenize, read, delete, pay, confirm and key reload to this file (docs/audit-log.md).")
@@ -108,7 +120,7 @@ public enum SidecarSettings: SettingsSection {
 
     public static let all = [
         socket, socketMode, socketGroup, store, keys, tokenTTL, cvcTTL, allow, gateway, reconcileAfter, authorizationTTL, sessionMaxAttempts,
-        customerReferenceUnique, auditLog, logLevel, logFormat, logRequests,
+        customerReferenceUnique, webhook, webhookSecretFile, webhookMaxBackoff, eventRetention, auditLog, logLevel, logFormat, logRequests,
     ]
 }
 

@@ -1,3 +1,5 @@
+import Events
+import Foundation
 import Logging
 import Sidecar
 import SocketHTTP
@@ -40,9 +42,29 @@ extension SidecarServer.Configuration {
         }
         c.sessionMaxAttempts = Int(attempts)
         c.customerReferenceUnique = try s.bool(S.customerReferenceUnique, flag: o.sidecar.customerReferenceUnique)
+        if let url = try s.string(S.webhook, flag: o.sidecar.webhook) {
+            let endpoint = try s.checked(S.webhook, flag: o.sidecar.webhook) { () throws(VaultError) in try WebhookEndpoint(url) }
+            guard let secretPath = try s.string(S.webhookSecretFile, flag: o.sidecar.webhookSecretFile) else {
+                throw VaultError(.configInvalid, "sidecar.webhook needs sidecar.webhook_secret_file (the signing secret)", field: "sidecar.webhook_secret_file")
+            }
+            let secret = try WebhookSecret.load(path: secretPath)
+            c.webhook = .init(endpoint: endpoint, secret: secret, holder: "\(Self.hostName()):\(c.socketPath)")
+            c.webhook?.maxBackoff = try s.number(S.webhookMaxBackoff, flag: o.sidecar.webhookMaxBackoff, atLeast: 1)
+        } else {
+            _ = try s.number(S.webhookMaxBackoff, flag: o.sidecar.webhookMaxBackoff, atLeast: 1)
+            _ = try s.string(S.webhookSecretFile, flag: o.sidecar.webhookSecretFile)
+        }
+        c.eventRetention = try s.number(S.eventRetention, flag: o.sidecar.eventRetention, atLeast: 3600)
         c.auditLogPath = try s.string(S.auditLog, flag: o.logging.auditLog)
         c.logRequests = try s.bool(S.logRequests, flag: o.logging.logRequests)
         let log = try s.logSetup(S.self, o.logging)
         return (c, log, s)
+    }
+
+    /// This host's name (the webhook lease's holder is host and socket).
+    static func hostName() -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "localhost" }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }

@@ -1,4 +1,5 @@
 import CardRules
+import Events
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -28,6 +29,7 @@ public struct SidecarRoutes: Sendable {
     let sessions: SessionService?
     let mandates: MandateService?
     let readiness: Readiness
+    let events: EventStore?
 
     /// Routes over a tokenizer; `metrics` is what `GET /metrics` serves; without `payments` (no
     /// gateway configured) the payment routes answer 503 `GATEWAY_UNAVAILABLE`. `readiness` is
@@ -36,8 +38,9 @@ public struct SidecarRoutes: Sendable {
     public init(
         tokenizer: Tokenizer, validator: CardValidator = CardValidator(), metrics: SidecarMetrics = SidecarMetrics(),
         payments: PaymentService? = nil, customers: CustomerService? = nil, sessions: SessionService? = nil,
-        mandates: MandateService? = nil, readiness: Readiness? = nil
+        mandates: MandateService? = nil, readiness: Readiness? = nil, events: EventStore? = nil
     ) {
+        self.events = events
         self.readiness = readiness ?? SidecarReadiness.make(tokenizer: tokenizer, gateway: payments?.gateway)
         self.sessions = sessions
         self.mandates = mandates
@@ -53,7 +56,7 @@ public struct SidecarRoutes: Sendable {
         SystemController.endpoints.map(\.route) + TokenController.endpoints.map(\.route) + PaymentController.endpoints.map(\.route)
         + SandboxController.endpoints.map(\.route) + CustomerController.endpoints.map(\.route)
         + SessionController.endpoints.map(\.route) + MandateController.endpoints.map(\.route) + RefundController.endpoints.map(\.route)
-        + ListController.endpoints.map(\.route)
+        + ListController.endpoints.map(\.route) + EventController.endpoints.map(\.route)
 
     /// Every route served, as `METHOD /path` in OpenAPI notation; a test checks it against
     /// `openapi.json` and the router.
@@ -83,6 +86,7 @@ public struct SidecarRoutes: Sendable {
         MandateController(mandates: mandates, metrics: metrics).addRoutes(to: group)
         RefundController(payments: payments).addRoutes(to: group)
         ListController(tokenizer: tokenizer, payments: payments, customers: customers).addRoutes(to: group)
+        EventController(store: events).addRoutes(to: group)
     }
 
     /// A service this sidecar may lack: without a gateway, 503 `GATEWAY_UNAVAILABLE`.

@@ -1,6 +1,7 @@
 import Store
 import Audit
 import CardRules
+import Events
 import Foundation
 import Hummingbird
 import Logging
@@ -39,6 +40,10 @@ public struct SidecarServer: Sendable {
         public var sessionMaxAttempts = SessionService.defaultMaxAttempts
         /// A customer reference names at most one customer of the store.
         public var customerReferenceUnique = false
+        /// Webhook delivery of events (docs/events.md); nil: events are kept for `GET /v1/events` only.
+        public var webhook: WebhookDispatcher.Configuration?
+        /// How long events are kept, delivered or not.
+        public var eventRetention: TimeInterval = 30 * 86_400
         /// The audit log (docs/audit-log.md); nil: none.
         public var auditLogPath: String?
         /// Log each request (method, route, status, duration) at info level; off by default.
@@ -112,6 +117,13 @@ public struct SidecarServer: Sendable {
                 tokenizer: tokenizer, payments: paymentStore, gateway: GatewayClient(socketPath: $0), customers: customers, logger: self.logger,
                 metrics: metrics, authorizationTTL: self.configuration.authorizationTTL)
         }
+        let events = EventStore(database: db)
+        let webhookMetrics = WebhookMetrics(registry: metrics.registry)
+        services.append(EventRetention(
+            events: events, retention: configuration.eventRetention, metrics: webhookMetrics, countBacklog: configuration.webhook != nil, logger: logger))
+        if let webhook = configuration.webhook {
+            services.append(WebhookDispatcher(events: events, configuration: webhook, metrics: webhookMetrics, logger: logger))
+        }
         if let payments {
             let age = configuration.reconcileAfter
             services.append(PaymentReconciler(payments: payments, interval: min(.seconds(15), age), age: age))
@@ -128,11 +140,12 @@ public struct SidecarServer: Sendable {
             tokenizer: tokenizer, gateway: configuration.gatewaySocket.map(GatewayClient.init(socketPath:)), logger: logger)
         SidecarRoutes(
             tokenizer: tokenizer, metrics: metrics, payments: payments, customers: customers, sessions: sessions, mandates: mandates,
-            readiness: readiness
+            readiness: readiness, events: events
         ).register(on: router)
         let socketPath = configuration.socketPath, logger = self.logger
         // Last: the first to hear of a graceful shutdown, so its line comes before the drain.
         services.append(ShutdownNotice("vault sidecar", logger: logger))
+        let webhookSummary = configuration.webhook.map { "\($0.endpoint)" } ?? "(none)"
         let storeSummary = configuration.store.summary, gateway = configuration.gatewaySocket ?? "(none: tokenizing only)"
         try await SocketServer.run(
             router, socketPath: socketPath, mode: configuration.socketMode, group: configuration.socketGroup, serverName: "vault",
@@ -140,7 +153,7 @@ public struct SidecarServer: Sendable {
         ) {
             logger.notice("vault sidecar listening", metadata: [
                 "version": "\(VaultVersion.string)", "socket": "\(socketPath)", "store": "\(storeSummary)", "gateway": "\(gateway)",
-                "primary_kid": "\(keys.primary.kid)", "kids": "\(keys.sealing.statuses.count)",
+                "primary_kid": "\(keys.primary.kid)", "kids": "\(keys.sealing.statuses.count)", "webhook": "\(webhookSummary)",
             ])
         }
         logger.notice("vault sidecar stopped")

@@ -165,6 +165,9 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
     case refundNotFound = "REFUND_NOT_FOUND"
     case operationNotSupported = "OPERATION_NOT_SUPPORTED"
 
+    // Events
+    case eventNotFound = "EVENT_NOT_FOUND"
+
     /// What the catalogue says of a code.
     public struct Entry: Sendable, Equatable {
         /// The HTTP status it answers with.
@@ -365,6 +368,7 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
         case .refundExceedsCaptured: Self.e(422, .failure, "refunds (succeeded, pending or in flight) would exceed the captured amount")
         case .refundNotFound: Self.e(404, .failure, "no refund with that id")
         case .operationNotSupported: Self.e(422, .failure, "the processor (its relay template) has no capture, void or refund request")
+        case .eventNotFound: Self.e(404, .failure, "no event with that id (unknown, or past the retention)")
         }
     }
 

@@ -1,0 +1,89 @@
+import Foundation
+import VaultCrypto
+
+/// Where webhooks go (`sidecar.webhook`, docs/events.md): an HTTP endpoint on this host's loopback
+/// (`http://127.0.0.1:8080/hooks`, `http://[::1]/…`, `http://localhost/…`) or a Unix socket
+/// (`unix:/run/app/hooks.sock`, posting to `/`, or `unix:/run/app/hooks.sock:/hooks/vault` for
+/// another path). Nothing else: events leave the host only through the merchant's own app.
+public struct WebhookEndpoint: Sendable, Equatable, CustomStringConvertible {
+    public enum Target: Sendable, Equatable {
+        case http(url: String)
+        case unix(socket: String, path: String)
+    }
+
+    public let target: Target
+
+    /// - Throws: `CONFIG_INVALID` (field `sidecar.webhook`) for any other URL.
+    public init(_ text: String) throws(VaultError) {
+        func refuse(_ why: String) -> VaultError {
+            VaultError(.configInvalid, "sidecar.webhook \(why): give http://127.0.0.1[:port]/path (loopback only) or unix:/path/to.sock[:/path]", field: "sidecar.webhook")
+        }
+        if text.hasPrefix("unix:") {
+            let rest = String(text.dropFirst(5))
+            var socket = rest, path = "/"
+            if let split = rest.range(of: ":/") {
+                socket = String(rest[..<split.lowerBound])
+                path = String(rest[rest.index(after: split.lowerBound)...])
+            }
+            guard socket.hasPrefix("/"), socket.utf8.count < 108 else { throw refuse("needs an absolute socket path (under 108 bytes)") }
+            guard !path.contains(where: { $0 == " " || $0 == "\n" || $0 == "\r" }) else { throw refuse("has a path with spaces") }
+            target = .unix(socket: socket, path: path)
+            return
+        }
+        guard let url = URL(string: text), url.scheme == "http", let host = url.host, url.user == nil else {
+            throw refuse("is not an http:// URL")
+        }
+        let loopback = host == "localhost" || host == "::1" || host == "[::1]" || host.split(separator: ".").first == "127"
+            && host.split(separator: ".").count == 4 && host.split(separator: ".").allSatisfy { UInt8($0) != nil }
+        guard loopback else { throw refuse("names \(host), which is not this host's loopback") }
+        target = .http(url: text)
+    }
+
+    public var description: String {
+        switch target {
+        case .http(let url): url
+        case .unix(let socket, let path): path == "/" ? "unix:\(socket)" : "unix:\(socket):\(path)"
+        }
+    }
+}
+
+/// The webhook signing secret (`sidecar.webhook_secret_file`): the file's bytes without trailing
+/// whitespace, at least 32 of them, held in wiped memory. The sidecar signs each delivery with it
+/// (`Vault-Signature`); the receiver checks with the same secret.
+public struct WebhookSecret: Sendable {
+    public static let minimumBytes = 32
+    let key: SecureBytes
+
+    public init(key: SecureBytes) { self.key = key }
+
+    /// - Throws: `CONFIG_INVALID` (field `sidecar.webhook_secret_file`): unreadable, readable by
+    ///   others than its owner (and group), or shorter than 32 bytes. Never shows the content.
+    public static func load(path: String) throws(VaultError) -> WebhookSecret {
+        let field = "sidecar.webhook_secret_file"
+        var info = stat()
+        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+            throw VaultError(.configInvalid, "the webhook secret file \(path) cannot be read", field: field)
+        }
+        guard info.st_mode & 0o007 == 0 else {
+            throw VaultError(.configInvalid, "the webhook secret file \(path) is readable by others (chmod 0600 or 0640)", field: field)
+        }
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            throw VaultError(.configInvalid, "the webhook secret file \(path) cannot be read", field: field)
+        }
+        defer { try? handle.close() }
+        var bytes = [UInt8]((try? handle.readToEnd()) ?? Data())
+        defer { for i in bytes.indices { bytes[i] = 0 } }
+        var end = bytes.count
+        while end > 0, [0x20, 0x0a, 0x0d, 0x09].contains(bytes[end - 1]) { end -= 1 }
+        guard end >= minimumBytes else {
+            throw VaultError(.configInvalid, "the webhook secret in \(path) is shorter than \(minimumBytes) bytes", field: field)
+        }
+        return WebhookSecret(key: SecureBytes(bytes[..<end]))
+    }
+
+    /// `Vault-Signature`'s value for `body` sent at `timestamp` (Unix seconds):
+    /// `t=<timestamp>,v1=<hex HMAC-SHA256(secret, "<timestamp>." + body)>`.
+    public func signature(body: [UInt8], timestamp: Int) -> String {
+        "t=\(timestamp),v1=" + HMACSHA256.hex(key: key, [Array("\(timestamp).".utf8), body])
+    }
+}
