@@ -11,7 +11,8 @@ public struct EventRecord: Sendable, Equatable {
         public var lastAttemptAt: Date?
         /// The HTTP status of the last attempt (nil: no answer, see `lastError`).
         public var lastStatus: Int?
-        /// Why the last attempt failed, in words the vault chose (never the receiver's body).
+        /// Why the last failed attempt failed, in words the vault chose (never the receiver's body);
+        /// kept once delivered, as a record of the retries.
         public var lastError: String?
         public var deliveredAt: Date?
     }
@@ -127,7 +128,7 @@ public final class EventStore: Sendable {
                 case .delivered(let status):
                     try await tx.query("""
                         UPDATE vault_events SET delivery = 'delivered', attempts = attempts + 1, last_attempt_at = ?, last_status = ?,
-                        last_error = NULL, delivered_at = ? WHERE seq = ? AND delivery = 'pending'
+                        delivered_at = ? WHERE seq = ? AND delivery = 'pending'
                         """, [now, status, now, seq])
                 case .failed(let status, let error, let retryAt):
                     try await tx.query("""
