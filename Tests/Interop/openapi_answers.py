@@ -311,6 +311,19 @@ try:
         _, _, b = call("GET", f"/v1/payments?{bad}", expect=422)
         if not (isinstance(b, dict) and b["error"]["code"] == "REQUEST_FIELD_INVALID"):
             problems.append(f"GET /v1/payments?{bad}: {b}")
+    # Events: every change above wrote one; pages, filters, one by id, and refusals.
+    pages("/v1/events", limit=7)
+    _, _, evs = call("GET", f"/v1/events?object={pa['id']}&limit=100", expect=200)
+    if not (isinstance(evs, dict) and evs["data"] and all(e["data"]["object"]["id"] == pa["id"] for e in evs["data"])):
+        problems.append(f"events of a payment: {evs}")
+    else:
+        call("GET", f"/v1/events/{evs['data'][0]['id']}", expect=200)
+    _, _, evs = call("GET", "/v1/events?type=refund.*&created%5Bgte%5D=2020-01-01T00:00:00Z", expect=200)
+    if not (isinstance(evs, dict) and evs["data"] and all(e["type"].startswith("refund.") for e in evs["data"])):
+        problems.append(f"events of type refund.*: {evs}")
+    call("GET", "/v1/events/evt_000000000000000000000000", expect=404)
+    for bad in ("type=nothing", "type=payment.", "object=x", "starting_after=evt_nothing", "limit=0"):
+        call("GET", f"/v1/events?{bad}", expect=422)
     _, _, b = call("GET", "/v1/customers?status=succeeded", expect=422)
     if not (isinstance(b, dict) and b["error"]["code"] == "REQUEST_FIELD_UNKNOWN" and b["error"].get("field") == "status"):
         problems.append(f"GET /v1/customers?status=…: {b}")

@@ -22,6 +22,7 @@ import Testing
             "POST /v1/refunds": "refund", "GET /v1/refunds/{refund}": "refund_read",
             "GET /v1/payments": "payment_list", "GET /v1/refunds": "refund_list", "GET /v1/customers": "customer_list",
             "GET /v1/instruments": "instrument_list", "GET /v1/tokens": "token_list",
+            "GET /v1/events": "event_list", "GET /v1/events/{event}": "event_read",
         ])
     }
 
@@ -40,6 +41,8 @@ import Testing
                 // tokenize-only caller, which may read only the tokens whose ids it holds.
                 case (.get, "/v1/tokens"): [.pay, .admin]
                 case (.get, "/v1/instruments"): [.pay, .admin]
+                // Events carry every caller's payments, customers and tokens' metadata.
+                case (.get, "/v1/events"), (.get, "/v1/events/{event}"): [.pay, .admin]
                 case (_, _) where path.hasPrefix("/v1/payments") || path.hasPrefix("/v1/customers") || path.hasPrefix("/v1/mandates")
                     || path.hasPrefix("/v1/refunds"): [.pay, .admin]
                 case (.post, "/v1/sandbox/3ds/{transaction}"): [.tokenize, .pay, .admin]
