@@ -19,7 +19,8 @@ public struct EventRecord: Sendable, Equatable {
 
     /// Order of writing (store-wide); an object's events are in the order of its changes.
     public let seq: Int64
-    public let id: String
+    /// `evt_` and `seq` in 24 hex digits: one per change, never reused.
+    public var id: String { Self.id(seq) }
     public let type: String
     public let objectType: String
     public let objectID: String
@@ -29,22 +30,36 @@ public struct EventRecord: Sendable, Equatable {
     public var delivery: Delivery
 
     static let columns = """
-        seq, id, type, object_type, object_id, data, created_at, delivery, attempts, next_attempt_at, last_attempt_at, last_status,
+        seq, type, object_type, object_id, data, created_at, delivery, attempts, next_attempt_at, last_attempt_at, last_status,
         last_error, delivered_at
         """
 
     init(row r: SQLRow) throws(StoreError) {
         seq = Int64(try r.int(0))
-        id = try r.string(1)
-        type = try r.string(2)
-        objectType = try r.string(3)
-        objectID = try r.string(4)
-        data = try r.string(5)
-        createdAt = try r.date(6)
-        let delivered = try r.string(7) == "delivered"
+        type = try r.string(1)
+        objectType = try r.string(2)
+        objectID = try r.string(3)
+        data = try r.string(4)
+        createdAt = try r.date(5)
+        let delivered = try r.string(6) == "delivered"
         delivery = Delivery(
-            delivered: delivered, attempts: try r.int(8), nextAttemptAt: delivered ? nil : r.optionalDate(9), lastAttemptAt: r.optionalDate(10),
-            lastStatus: r.optionalInt(11), lastError: r.optionalString(12), deliveredAt: r.optionalDate(13))
+            delivered: delivered, attempts: try r.int(7), nextAttemptAt: delivered ? nil : r.optionalDate(8), lastAttemptAt: r.optionalDate(9),
+            lastStatus: r.optionalInt(10), lastError: r.optionalString(11), deliveredAt: r.optionalDate(12))
+    }
+
+    /// The id of the event `seq`.
+    public static func id(_ seq: Int64) -> String {
+        let hex = String(seq, radix: 16)
+        return "evt_" + String(repeating: "0", count: max(0, 24 - hex.count)) + hex
+    }
+
+    /// The `seq` of an event id (nil: not one).
+    public static func seq(_ id: String) -> Int64? {
+        guard id.utf8.count == 28, id.hasPrefix("evt_"),
+              id.utf8.dropFirst(4).allSatisfy({ (48...57).contains($0) || (97...102).contains($0) }),
+              let n = Int64(id.dropFirst(4), radix: 16), n > 0
+        else { return nil }
+        return n
     }
 }
 
@@ -57,21 +72,22 @@ public final class EventStore: Sendable {
     public init(database: Database) { db = database }
 
     public func get(_ id: String) async throws(StoreError) -> EventRecord? {
-        try await db.query("SELECT \(EventRecord.columns) FROM vault_events WHERE id = ?", [id]).first.map {
+        guard let seq = EventRecord.seq(id) else { return nil }
+        return try await db.query("SELECT \(EventRecord.columns) FROM vault_events WHERE seq = ?", [seq]).first.map {
             (row) throws(StoreError) in try EventRecord(row: row)
         }
     }
 
     /// Newest first (by `seq`: the order they were written), after the cursor event, with
-    /// optional filters: an exact `type` (`payment.succeeded`) or a type's object (`payment.*`),
-    /// one object's id, and the creation range.
+    /// optional filters: an exact `type` (`payment.succeeded`) or a type's object (`payment.*`)
+    /// (through the object type's index), one object's id (its index), and the creation range
+    /// (no index of its own: rows are walked in `seq` order, which is the order of creation).
     public func list(_ q: ListQuery, type: String?, object: String?) async throws(StoreError) -> ListPage<EventRecord> {
         var clauses: [String] = [], arguments: [any SQLBindable] = []
         if let type {
-            if type.hasSuffix(".*") {
-                clauses.append("object_type = ?")
-                arguments.append(String(type.dropLast(2)))
-            } else {
+            clauses.append("object_type = ?")
+            arguments.append(String(type.prefix { $0 != "." }))
+            if !type.hasSuffix(".*") {
                 clauses.append("type = ?")
                 arguments.append(type)
             }
@@ -89,9 +105,11 @@ public final class EventStore: Sendable {
             arguments.append(to)
         }
         if let cursor = q.startingAfter {
-            guard let row = try await db.query("SELECT seq FROM vault_events WHERE id = ?", [cursor]).first else { return .unknownCursor }
+            guard let seq = EventRecord.seq(cursor), try await !db.query("SELECT 1 FROM vault_events WHERE seq = ?", [seq]).isEmpty else {
+                return .unknownCursor
+            }
             clauses.append("seq < ?")
-            arguments.append(try row.int(0))
+            arguments.append(seq)
         }
         let whereSQL = clauses.isEmpty ? "" : " WHERE " + clauses.joined(separator: " AND ")
         let limit = min(max(q.limit, ListQuery.limits.lowerBound), ListQuery.limits.upperBound)
@@ -162,8 +180,22 @@ public final class EventStore: Sendable {
         return (row?.optionalInt(0) ?? 0, row?.optionalDate(1))
     }
 
-    /// Deletes events written before `before` (retention), delivered or not; how many.
+    /// Deletes events written before `before` (retention), delivered or not; how many. Walks
+    /// `seq` from the oldest, 1,000 at a time, and stops at the first younger event (events are
+    /// written in time order), so a purge with nothing to do reads one row.
     public func purge(before: Date) async throws(StoreError) -> Int {
-        try await db.write("DELETE FROM vault_events WHERE created_at < ? RETURNING seq", [before]).count
+        var deleted = 0
+        while true {
+            let rows = try await db.query("SELECT seq, created_at FROM vault_events ORDER BY seq LIMIT 1000")
+            var last: Int?, old = 0
+            for row in rows {
+                guard try row.date(1) < before else { break }
+                last = try row.int(0)
+                old += 1
+            }
+            guard let last else { return deleted }
+            deleted += try await db.write("DELETE FROM vault_events WHERE seq <= ? AND created_at < ? RETURNING seq", [last, before]).count
+            if old < rows.count || rows.count < 1000 { return deleted }
+        }
     }
 }

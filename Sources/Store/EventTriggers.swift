@@ -4,7 +4,7 @@
 /// delete`, the sweeper, a second sidecar on the same PostgreSQL) writes its event; a rolled-back
 /// change writes none, and a change that was committed always has its event.
 ///
-/// An event holds the object's state at the change (`data`: the API object's fields, metadata
+/// An event's id is `evt_` and its `seq` in 24 hex digits. An event holds the object's state at the change (`data`: the API object's fields, metadata
 /// only: never an envelope, a canonical request or any card data beyond a token's metadata) and
 /// its webhook delivery state (`delivery`, `attempts`, `next_attempt_at`, …). `seq` orders events
 /// as they were written; an object's events are in the order of its changes.
@@ -14,17 +14,19 @@ extension Migrations {
         var statements = [
             """
             CREATE TABLE vault_events (
-                \(seq), id TEXT NOT NULL UNIQUE, type TEXT NOT NULL, object_type TEXT NOT NULL,
+                \(seq), type TEXT NOT NULL, object_type TEXT NOT NULL,
                 object_id TEXT NOT NULL, data TEXT NOT NULL, created_at \(d.int) NOT NULL,
                 delivery TEXT NOT NULL DEFAULT 'pending', attempts \(d.int) NOT NULL DEFAULT 0,
                 next_attempt_at \(d.int) NOT NULL DEFAULT 0, last_attempt_at \(d.int), last_status \(d.int),
                 last_error TEXT, delivered_at \(d.int))
             """,
-            "CREATE INDEX vault_events_created ON vault_events (created_at)",
-            "CREATE INDEX vault_events_type ON vault_events (type, seq)",
+            // Few indexes: each costs every change (a token's creation too). The id is `seq`'s
+            // (`evt_` and 24 hex digits of it), the cursor of lists; the object's index serves
+            // `object=` and the order per object of delivery; the object type's serves `type=`;
+            // the pending one, delivery. Purges walk `seq` from the oldest.
             "CREATE INDEX vault_events_object ON vault_events (object_id, seq)",
+            "CREATE INDEX vault_events_object_type ON vault_events (object_type, seq)",
             "CREATE INDEX vault_events_pending ON vault_events (seq) WHERE delivery = 'pending'",
-            "CREATE INDEX vault_events_pending_object ON vault_events (object_id, seq) WHERE delivery = 'pending'",
             // Which sidecar delivers webhooks (one at a time per store), until when.
             "CREATE TABLE vault_leases (name TEXT PRIMARY KEY NOT NULL, holder TEXT NOT NULL, until_at \(d.int) NOT NULL)",
         ]
@@ -53,8 +55,8 @@ struct EventRule: Sendable {
     func statements(_ d: Dialect) -> [String] {
         let object = d.jsonObject(data(d, row))
         let insert = """
-            INSERT INTO vault_events (id, type, object_type, object_id, data, created_at)
-            VALUES (\(d.randomEventID), \(type), '\(objectType)', \(row).\(idColumn), \(object), \(d.nowMillis))
+            INSERT INTO vault_events (type, object_type, object_id, data, created_at)
+            VALUES (\(type), '\(objectType)', \(row).\(idColumn), \(object), \(d.nowMillis))
             """
         let when = condition(d).map { " WHEN (\($0))" } ?? ""
         let body = insert.replacingOccurrences(of: Dialect.nowMillisMarker, with: d.nowMillis)
@@ -191,13 +193,6 @@ extension Dialect {
         backend == .sqlite
             ? "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
             : "floor(extract(epoch from clock_timestamp()) * 1000)::bigint"
-    }
-
-    /// `evt_` and 24 random hex digits (96 bits on SQLite; on PostgreSQL 92 of a v4 UUID's).
-    var randomEventID: String {
-        backend == .sqlite
-            ? "'evt_' || lower(hex(randomblob(12)))"
-            : "'evt_' || substr(replace(gen_random_uuid()::text, '-', ''), 1, 24)"
     }
 
     /// `a` and `b` differ, NULL being a value.

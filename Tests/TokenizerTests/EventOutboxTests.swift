@@ -87,9 +87,12 @@ import VaultCrypto
         #expect(!text.contains("4242424242424242") && !text.contains("5555555555554444") && !text.contains("\"envelope\""))
         #expect(!text.contains("\"ciphertext\"") && !text.contains("\"fields\""), "no envelope part in an event")
 
-        // Ids: evt_ and 24 hex digits, unique.
-        let ids = try await h.db.query("SELECT id FROM vault_events").map { try $0.string(0) }
-        #expect(Set(ids).count == ids.count && ids.allSatisfy { $0.count == 28 && $0.hasPrefix("evt_") })
+        // Ids: evt_ and 24 hex digits of the event's seq, one per change; read back by id.
+        let ids = try await h.db.query("SELECT seq FROM vault_events ORDER BY seq").map { EventRecord.id(Int64(try $0.int(0))) }
+        #expect(Set(ids).count == ids.count && ids.allSatisfy { $0.count == 28 && $0.hasPrefix("evt_") && EventRecord.seq($0) != nil })
+        let events = EventStore(database: h.db)
+        #expect(try await events.get(ids[5])?.type == "payment.succeeded")
+        #expect(try await events.get("evt_ffffffffffffffffffffffff") == nil && EventRecord.seq("evt_12") == nil && EventRecord.seq("evt_" + String(repeating: "G", count: 24)) == nil)
     }
 
     @Test(arguments: Backend.available)

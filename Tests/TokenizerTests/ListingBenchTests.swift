@@ -1,3 +1,4 @@
+import Events
 import Foundation
 import Payments
 import Store
@@ -7,7 +8,7 @@ import VaultCrypto
 
 /// Lists over 10,000 objects on each backend, timed per page (README "Listing and search"):
 /// every page of 10 of 10,000 payments, pages of a status filter and of a customer, and a token
-/// search by fingerprint (1,000 of 10,000 tokens share one). Prints p50 and p99 per page request;
+/// search by fingerprint (1,000 of 10,000 tokens share one), and the 20,000 events those rows made. Prints p50 and p99 per page request;
 /// asserts only what the lists return (no timed assertion). Behind an env flag (it takes a minute):
 ///
 ///     VAULT_LIST_BENCH=1 scripts/test --filter ListingBenchTests
@@ -77,6 +78,13 @@ import VaultCrypto
         try await timed("tokens (all)", expect: n, id: \TokenRecord.token) { q in try await h.store.list(q, fingerprint: nil, now: Date()) }
         try await timed("tokens fingerprint=…", expect: n / 10, id: \TokenRecord.token) { q in
             try await h.store.list(q, fingerprint: fingerprint, now: Date())
+        }
+        // The store's triggers wrote an event per row above: 10,000 payment events, 10,000 token.created.
+        let events = EventStore(database: h.db)
+        try await timed("events (all)", expect: 2 * n, id: \EventRecord.id) { q in try await events.list(q, type: nil, object: nil) }
+        try await timed("events type=payment.*", expect: n, id: \EventRecord.id) { q in try await events.list(q, type: "payment.*", object: nil) }
+        try await timed("events type=payment.declined", expect: n / 4, id: \EventRecord.id) { q in
+            try await events.list(q, type: "payment.declined", object: nil)
         }
     }
 }

@@ -54,9 +54,7 @@ struct EventController: Sendable {
     }
 
     /// `evt_` and 24 lower-case hex digits.
-    static func wellFormed(_ id: String) -> Bool {
-        id.utf8.count == 28 && id.hasPrefix("evt_") && id.utf8.dropFirst(4).allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
-    }
+    static func wellFormed(_ id: String) -> Bool { EventRecord.seq(id) != nil }
 
     static func cursor(_ p: QueryParameters) throws(APIError) -> String? {
         guard let v = p["starting_after"] else { return nil }
