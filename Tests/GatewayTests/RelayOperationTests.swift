@@ -95,12 +95,16 @@ import VaultCrypto
         }
     }
 
-    @Test func authorizeCapturePartRefundTwiceThenRefuseMore() async throws {
+    @Test(arguments: LedgerBackend.available)
+    func authorizeCapturePartRefundTwiceThenRefuseMore(_ backend: LedgerBackend) async throws {
         let f = try Fixture()
         defer { f.remove() }
+        let (ledger, _, cleanup) = try await backend.make(dir: f.dir)
+        defer { Task { await cleanup() } }
         let s = try StandIn(dir: f.dir, name: "processor")
         defer { s.stop() }
-        let relay = try await RelayProcessorTests.load(Self.template(base: "http://127.0.0.1:\(s.port)"), dir: f.dir, environment: Self.environment)
+        let relay = try await RelayProcessorTests.load(
+            Self.template(base: "http://127.0.0.1:\(s.port)"), dir: f.dir, environment: Self.environment, ledger: ledger)
         let (payment, reference) = try await Self.authorize(f, relay, amount: 5000 - 1)
         #expect(reference.hasPrefix("pi_"))
         #expect(s.requests().first?["body"].map { "\($0)".contains("capture_method=manual") } == true)
@@ -187,16 +191,19 @@ import VaultCrypto
     /// A timeout: the processor acted but its answer never came. The row is left `unknown`; the
     /// next post of the same operation (the sidecar's reconciler) takes it over and sends again
     /// under the same idempotency key; the processor answers the first result and acts once.
-    @Test func aTimeoutIsAnUnknownOutcomeSettledBySendingAgain() async throws {
+    @Test(arguments: LedgerBackend.available)
+    func aTimeoutIsAnUnknownOutcomeSettledBySendingAgain(_ backend: LedgerBackend) async throws {
         let f = try Fixture()
         defer { f.remove() }
+        let (ledger, _, cleanup) = try await backend.make(dir: f.dir)
+        defer { Task { await cleanup() } }
         let s = try StandIn(dir: f.dir, name: "processor")
         defer { s.stop() }
         var timing = RelayProcessor.Timing()
         timing.margin = 0.2
         let relay = try await RelayProcessorTests.load(
             Self.template(base: "http://127.0.0.1:\(s.port)", timeout: 1, extraHeaders: [["X-Hang-Seconds", "3"]]), dir: f.dir,
-            environment: Self.environment, timing: timing)
+            environment: Self.environment, ledger: ledger, timing: timing)
         let (payment, reference) = try await Self.authorize(f, relay, amount: 9000)
         let capture = Self.op(.capture, payment, amount: 7777)
         await #expect(throws: ProcessorError.outcomeUnknown("the processor did not answer within 1 s")) { try await relay.operate(capture) }
