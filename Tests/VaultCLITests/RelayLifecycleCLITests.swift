@@ -14,14 +14,14 @@ import Testing
         "STRIPE_SECRET_KEY": "sk_test_vault", "CASHFREE_CLIENT_ID": "cf_id", "CASHFREE_CLIENT_SECRET": "cf_secret",
     ]
 
-    static func start(_ style: String) throws -> (Stack, RelayCLITests.FakeProcessor) {
+    static func start(_ style: String, sidecar extra: [String] = []) throws -> (Stack, RelayCLITests.FakeProcessor) {
         let s = try Stack()
         let fake = try RelayCLITests.FakeProcessor(dir: s.dir)
         var env = environment
         env["RELAY_BASE_URL"] = "http://127.0.0.1:\(fake.port)"
         try s.startGateway(
             processor: ["--processor", "relay:" + (try RelayCLITests.template(style, dir: s.dir)), "--ledger", s.ledger], environment: env)
-        try s.startSidecar()
+        try s.startSidecar(extra: extra)
         return (s, fake)
     }
 
@@ -118,5 +118,33 @@ import Testing
             #"{"token":"\#(token)","amount":900,"currency":"EUR","capture":false,"idempotency_key":"auth-\#(UUID().uuidString)"}"#)
         #expect(held != 201 && heldText.contains("OPERATION_NOT_SUPPORTED"), "\(heldText)")
         try Self.expectNoCardData(Self.operations(fake), pan: pan)
+    }
+
+    /// A refund whose answer never comes (the stand-in acts, then answers after 10 s; the
+    /// template's timeout is 1.5 s): the gateway leaves it unknown (504), the sidecar keeps the
+    /// refund `processing`, and its reconciler posts it again: the gateway sends it again under the
+    /// same idempotency key and the processor answers the first result. Refunded once.
+    @Test func aRefundWhoseAnswerIsLostIsSettledByTheReconciler() throws {
+        let (s, fake) = try Self.start("stripe-style", sidecar: ["--reconcile-after", "1"])
+        defer { fake.stop() }
+        let (paid, json, body) = try s.pay(try s.tokenize("5555555555554444"), key: PaymentsCLITests.key(), amount: 9000)
+        #expect(paid == 201 && json["status"] as? String == "succeeded", "\(body)")
+        let id = try #require(json["id"] as? String)
+        let (made, madeText) = try s.curl(s.sidecarSocket, "POST", "/v1/refunds", #"{"payment":"\#(id)","amount":7777}"#)
+        let first = Self.json(madeText)
+        #expect(made == 201 || made == 202, "\(madeText)")
+        #expect(first["status"] as? String == "processing", "\(madeText)")
+        let refund = try #require(first["id"] as? String, "\(madeText)")
+        var status = ""
+        for _ in 0..<120 where status != "succeeded" {
+            usleep(250_000)
+            status = Self.json(try s.curl(s.sidecarSocket, "GET", "/v1/refunds/\(refund)").1)["status"] as? String ?? ""
+        }
+        #expect(status == "succeeded")
+        let sends = Self.operations(fake)
+        #expect(sends.count >= 2 && sends.allSatisfy { ($0["headers"] as? [String: String])?["Idempotency-Key"] == refund }, "\(sends)")
+        #expect(sends.filter { $0["charged"] as? Bool == true }.count == 1, "refunded once: \(sends)")
+        let (got, gotText) = try s.curl(s.sidecarSocket, "GET", "/v1/payments/\(id)")
+        #expect(got == 200 && Self.json(gotText)["amount_refunded"] as? Int == 7777, "\(gotText)")
     }
 }
