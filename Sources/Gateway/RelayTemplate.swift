@@ -28,8 +28,12 @@ import VaultCrypto
 /// `{{name}}`, `{{amount}}` (minor units), `{{amount_major}}` (`10.50`: with the currency's
 /// decimals), `{{currency}}`, `{{currency_lower}}`, `{{payment_id}}`,
 /// `{{idempotency_key}}` (the payment id too: unique per payment, stable across retries; the
-/// caller's own idempotency key is never sent), `{{env:NAME}}` (a secret from the gateway's
-/// environment). Card fields may appear only in the body: never in the URL or a header. The
+/// caller's own idempotency key is never sent), `{{capture_method}}` (`automatic`, or `manual`
+/// for an authorization only) and `{{capture}}` (`true`/`false`), `{{env:NAME}}` (a secret from
+/// the gateway's environment). `response.requires_capture` lists the status values of an
+/// authorization held for a capture; `capture`, `void` and `refund` sections describe those
+/// operations (`RelayOperationTemplate`; `authorizesWithoutCapture` says whether `capture: false`
+/// may go through the template). Card fields may appear only in the body: never in the URL or a header. The
 /// headers or the body carry `{{idempotency_key}}` or `{{payment_id}}` (the processor's
 /// idempotency key), or the template does not load. Response paths are dotted
 /// (`error.decline_code`).
