@@ -233,7 +233,12 @@ extension RelayProcessor {
 
     func operationValue(_ name: String, _ request: OperationRequest, reference: String) throws(ProcessorError) -> String {
         switch name {
-        case "reference": return reference
+        case "reference":
+            // A template whose answers carry no reference left none: there is nothing to act on.
+            guard !reference.isEmpty else {
+                throw .refused(.operationNotSupported, "the authorization left no processor reference (the template's response.reference); nothing was sent")
+            }
+            return reference
         case "payment_id": return request.paymentID
         // The operation id: unique per operation and the same on every re-send of it.
         case "operation_id", "idempotency_key": return request.operationID

@@ -240,6 +240,29 @@ import VaultCrypto
         #expect(sends.count >= 2 && sends.filter { $0["charged"] as? Bool == true }.count == 1, "\(sends)")
     }
 
+    /// An authorization whose answer gave no reference (a template without `response.reference`)
+    /// has nothing for `{{reference}}`: refused before sending, nothing recorded.
+    @Test func noReferenceNoOperation() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        let s = try StandIn(dir: f.dir, name: "processor")
+        defer { s.stop() }
+        var template = Self.template(base: "http://127.0.0.1:\(s.port)")
+        var response = template["response"] as! [String: Any]
+        response.removeValue(forKey: "reference")
+        template["response"] = response
+        let relay = try await RelayProcessorTests.load(template, dir: f.dir, environment: Self.environment)
+        let (payment, reference) = try await Self.authorize(f, relay, amount: 800)
+        #expect(reference == "")
+        let capture = Self.op(.capture, payment, amount: 800)
+        await #expect(throws: ProcessorError.refused(
+            .operationNotSupported, "the authorization left no processor reference (the template's response.reference); nothing was sent")) {
+            try await relay.operate(capture)
+        }
+        #expect(try await relay.operation(capture.operationID) == nil)
+        #expect(Self.operations(s).isEmpty)
+    }
+
     /// A redirect is never followed (nothing reaches where it points) and is an unknown outcome.
     @Test func aRedirectIsRefusedAndIsAnUnknownOutcome() async throws {
         let f = try Fixture()
