@@ -224,6 +224,31 @@ import VaultCrypto
         try Self.expectNoCardData(s)
     }
 
+    /// Past the settlement deadline an unknown operation is not sent again (the processor may have
+    /// forgotten its idempotency key): 504, for an operator to settle; nothing more is sent.
+    @Test func pastTheDeadlineAnUnknownOperationIsNotSentAgain() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        let s = try StandIn(dir: f.dir, name: "processor")
+        defer { s.stop() }
+        let clock = SettlementTests.Clock()
+        let relay = try await RelayProcessorTests.load(
+            Self.template(base: "http://127.0.0.1:\(s.port)", timeout: 1, extraHeaders: [["X-Hang-Seconds", "2"]]), dir: f.dir,
+            environment: Self.environment, now: clock.now)
+        let (payment, _) = try await Self.authorize(f, relay, amount: 9000, capture: true)
+        let refund = Self.op(.refund, payment, amount: 7777)
+        await #expect(throws: ProcessorError.outcomeUnknown("the processor did not answer within 1 s")) { try await relay.operate(refund) }
+        clock.advance(86400 + 60)
+        do {
+            _ = try await relay.operate(refund)
+            Issue.record("answered past the deadline")
+        } catch {
+            #expect(error.code == .gatewayUnavailable && error.reason.contains("past the settlement deadline"), "\(error)")
+        }
+        #expect(Self.operations(s).count == 1)
+        #expect(try await relay.operation(refund.operationID)?.state == .unknown)
+    }
+
     /// Within the template's retry window the call itself sends again, under the same key.
     @Test func aTimeoutIsSettledInTheCallWithinTheRetryWindow() async throws {
         let f = try Fixture()
