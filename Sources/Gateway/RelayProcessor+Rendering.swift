@@ -57,6 +57,9 @@ extension RelayProcessor {
         case "currency": return request.currency.code
         case "currency_lower": return request.currency.code.lowercased()
         case "payment_id": return request.paymentID
+        // Authorize only (`capture: false`) or charge: Stripe's `capture_method`, or a flag.
+        case "capture_method": return request.capture ? "automatic" : "manual"
+        case "capture": return request.capture ? "true" : "false"
         // The payment id: unique per payment and the same on every retry of it. The caller's
         // idempotency key is free text scoped to the caller and never leaves the vault.
         case "idempotency_key": return request.paymentID
@@ -220,6 +223,7 @@ extension RelayTemplate {
         if m.declined.contains(value) {
             return .declined(code: RelayProcessor.code(m.declineCodePath.flatMap { RelayProcessor.value(at: $0, in: json) } ?? "generic_decline"), reference: reference)
         }
+        if m.requiresCapture.contains(value) { return .authorized(reference: reference ?? "") }
         if m.requiresAction.contains(value) {
             return .requiresAction(ThreeDSChallenge(transactionID: reference ?? "", payload: "", challengeURL: ""))
         }

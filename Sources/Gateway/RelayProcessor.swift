@@ -123,7 +123,7 @@ public final class RelayProcessor: PaymentProcessor {
     // MARK: - Authorize
 
     public func authorize(_ request: AuthorizationRequest, card: OpenedCard) async throws(ProcessorError) -> AuthorizationOutcome {
-        guard request.capture else { throw Self.unsupported("an authorization without capture") }
+        guard request.capture || template.authorizesWithoutCapture else { throw Self.unsupported("an authorization without capture") }
         let started = ContinuousClock.now
         let t = now()
         let entry = LedgerEntry(

@@ -1,4 +1,5 @@
 import Foundation
+import GatewayAPI
 import VaultCrypto
 
 /// A relay template: how to reach a real processor's API by configuration (README "Payments").
@@ -27,8 +28,12 @@ import VaultCrypto
 /// `{{name}}`, `{{amount}}` (minor units), `{{amount_major}}` (`10.50`: with the currency's
 /// decimals), `{{currency}}`, `{{currency_lower}}`, `{{payment_id}}`,
 /// `{{idempotency_key}}` (the payment id too: unique per payment, stable across retries; the
-/// caller's own idempotency key is never sent), `{{env:NAME}}` (a secret from the gateway's
-/// environment). Card fields may appear only in the body: never in the URL or a header. The
+/// caller's own idempotency key is never sent), `{{capture_method}}` (`automatic`, or `manual`
+/// for an authorization only) and `{{capture}}` (`true`/`false`), `{{env:NAME}}` (a secret from
+/// the gateway's environment). `response.requires_capture` lists the status values of an
+/// authorization held for a capture; `capture`, `void` and `refund` sections describe those
+/// operations (`RelayOperationTemplate`; `authorizesWithoutCapture` says whether `capture: false`
+/// may go through the template). Card fields may appear only in the body: never in the URL or a header. The
 /// headers or the body carry `{{idempotency_key}}` or `{{payment_id}}` (the processor's
 /// idempotency key), or the template does not load. Response paths are dotted
 /// (`error.decline_code`).
@@ -89,6 +94,8 @@ public struct RelayTemplate: Sendable {
         public var succeeded: Set<String>
         public var declined: Set<String>
         public var requiresAction: Set<String>
+        /// Status values of an authorization held for a later capture (`capture: false`).
+        public var requiresCapture: Set<String>
         public var declineCodePath: String?
         public var referencePath: String?
         /// HTTP statuses that mean "declined" (an error body), e.g. 402.
@@ -110,6 +117,8 @@ public struct RelayTemplate: Sendable {
     public var allowHTTPLoopback: Bool
     /// How unknown outcomes are settled (the `settle` section; defaults without one).
     public var settle: Settlement
+    /// The capture, void and refund requests the template has (`RelayOperationTemplate`).
+    public var operations: [OperationRequest.Kind: RelayOperationTemplate] = [:]
 
     /// The `settle` section (see the type's documentation).
     public struct Settlement: Sendable {
@@ -150,7 +159,7 @@ public struct RelayTemplate: Sendable {
     }
 
     static let cardPlaceholders: Set<String> = ["pan", "cvc", "exp_month", "exp_year", "exp_year2", "name"]
-    static let otherPlaceholders: Set<String> = ["amount", "amount_major", "currency", "currency_lower", "payment_id", "idempotency_key"]
+    static let otherPlaceholders: Set<String> = ["amount", "amount_major", "currency", "currency_lower", "payment_id", "idempotency_key", "capture_method", "capture"]
 
     /// Loads a template file.
     public init(path: String) throws(Invalid) {
@@ -203,6 +212,7 @@ public struct RelayTemplate: Sendable {
         func set(_ key: String) -> Set<String> { Set(response[key] as? [String] ?? []) }
         self.response = ResponseMapping(
             statusPath: statusPath, succeeded: set("succeeded"), declined: set("declined"), requiresAction: set("requires_action"),
+            requiresCapture: set("requires_capture"),
             declineCodePath: response["decline_code"] as? String, referencePath: response["reference"] as? String,
             declinedHTTPStatuses: Set(response["declined_http_statuses"] as? [Int] ?? []),
             errorDeclineCodePath: response["error_decline_code"] as? String)
@@ -212,6 +222,7 @@ public struct RelayTemplate: Sendable {
             throw Invalid(message: "response.declined_http_statuses lists 4xx statuses only")
         }
         settle = try Self.settlement(root["settle"], response: self.response)
+        operations = try Self.operations(root)
         // Card data only in the body: a URL or header may end up in a proxy's or processor's logs.
         for (where_, text) in [("request.url", url)] + headers.map({ ("request.headers \($0.0)", $0.1) }) {
             for p in Self.placeholders(in: text) where Self.cardPlaceholders.contains(p) {
@@ -229,7 +240,8 @@ public struct RelayTemplate: Sendable {
             throw Invalid(message: "the headers or the body carry {{idempotency_key}} or {{payment_id}} (the processor's idempotency key)")
         }
         // A URL with an `{{env:…}}` part is checked when the gateway starts, with its environment.
-        if !url.contains("{{env:") && !(settle.status?.url.contains("{{env:") ?? false) { _ = try destination(environment: [:]) }
+        let urls = [url] + [settle.status?.url].compactMap { $0 } + operations.values.map(\.url)
+        if !urls.contains(where: { $0.contains("{{env:") }) { _ = try destination(environment: [:]) }
     }
 
     /// Parses and checks the `settle` section.
@@ -305,16 +317,16 @@ public struct RelayTemplate: Sendable {
     /// Where this template may send, its `{{env:…}}` URL parts filled in from `environment`.
     /// - Throws: `RELAY_URL_NOT_ALLOWED` (not https; http not to loopback or not allowed; no host),
     ///   `RELAY_TEMPLATE_INVALID` (a variable of the URL is not set).
-    /// The status query's URL (`settle.status.url`) is checked the same way and may name only
-    /// those hosts.
+    /// The status query's URL (`settle.status.url`) and the capture, void and refund URLs are
+    /// checked the same way and may name only those hosts.
     public func destination(environment: [String: String]) throws(Invalid) -> Destination {
         let charge = try destination(of: url, "request.url", environment: environment)
-        if let status = settle.status {
-            let query = try destination(of: status.url, "settle.status.url", environment: environment)
+        var others = settle.status.map { [("settle.status.url", $0.url)] } ?? []
+        others += operations.sorted { $0.key.rawValue < $1.key.rawValue }.map { ("\($0.key.rawValue).url", $0.value.url) }
+        for (what, other) in others {
+            let query = try destination(of: other, what, environment: environment)
             guard query.hosts.isSubset(of: charge.hosts) else {
-                throw Invalid(
-                    code: .relayURLNotAllowed,
-                    message: "settle.status.url names a host that is not request.url's nor in allowed_hosts")
+                throw Invalid(code: .relayURLNotAllowed, message: "\(what) names a host that is not request.url's nor in allowed_hosts")
             }
         }
         return charge

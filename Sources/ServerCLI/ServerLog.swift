@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Logging
+import SocketHTTP
 import Synchronization
 import VaultCrypto
 
@@ -66,6 +67,8 @@ public struct ServerLogHandler: LogHandler {
         var all = metadata
         if let provided = metadataProvider?.get() { all.merge(provided) { _, new in new } }
         if let extra = event.metadata { all.merge(extra) { _, new in new } }
+        // Logged while a request is handled: its `Request-Id`, whichever logger wrote the line.
+        if all["request_id"] == nil, let id = RequestScope.requestID { all["request_id"] = "\(id)" }
         var line = journal ? "<\(Self.syslogPriority(event.level))>" : ""
         line += Self.format(
             format, timestamp: Self.timestamp(), level: event.level, label: label, message: event.message.description,

@@ -9,7 +9,8 @@ import VaultCrypto
 ///
 /// - `Request-Id` on every answer: Hummingbird's id of the request (`context.id`, hex digits),
 ///   the one its logger carries (`hb.request.id`) and the request log line writes as
-///   `request_id`. A caller's own `Request-Id` or `X-Request-Id` is not echoed: it is free text
+///   `request_id`, as does every other line logged while the request is handled
+///   (`RequestScope`). A caller's own `Request-Id` or `X-Request-Id` is not echoed: it is free text
 ///   that could hold anything (a card number too); callers correlate with the id answered.
 /// - `Retry-After` (seconds) on every 429 and 503 answer.
 /// - A coded JSON error body on every error answer, also for a path no route has (404
@@ -33,8 +34,10 @@ public struct ConventionsMiddleware<Context: RequestContext>: RouterMiddleware {
         var response: Response
         var code: String?
         var matched = true
+        let id = Self.requestID(context)
         do {
-            response = try await next(request, context)
+            // Every line logged while the handler runs carries the id (`RequestScope`).
+            response = try await RequestScope.$requestID.withValue(id) { try await next(request, context) }
         } catch let error as HTTPError where error.status == .notFound {
             // Only the router throws HTTPError (handlers throw APIError): no route took the
             // request, for its path or its method.
@@ -51,7 +54,6 @@ public struct ConventionsMiddleware<Context: RequestContext>: RouterMiddleware {
             if logRequests { log(request, context: context, matched: matched, status: 500, code: "INTERNAL", since: start) }
             throw error
         }
-        let id = Self.requestID(context)
         response.headers[.requestID] = id
         if response.status == .serviceUnavailable || response.status == .tooManyRequests {
             response.headers[.retryAfter] = String(Self.retryAfterSeconds)

@@ -118,6 +118,44 @@ extension LedgerStore {
         return try Self.operation(row)
     }
 
+    /// Records a relay operation's outcome unless one is recorded already (an operator's, or a
+    /// concurrent call's after the processor answered it the same). Whether this call recorded it.
+    public func finishOperation(
+        _ operationID: String, status: String, failureCode: String?, reference: String?, now: Date
+    ) async throws(StoreError) -> Bool {
+        try await !db.write("""
+            UPDATE vault_ledger_operations SET state = 'done', status = ?, failure_code = ?, reference = ?, reason = NULL, updated_at = ?
+            WHERE operation_id = ? AND state <> 'done' RETURNING operation_id
+            """, [status, failureCode, reference, now, operationID]).isEmpty
+    }
+
+    /// Leaves a relay operation `unknown` (sent, the answer lost or unclear) with why, if the call
+    /// still holds it (`heldSince`: the `updated_at` it set when it took the row).
+    public func markOperationUnknown(_ operationID: String, heldSince: Date, reason: String, now: Date) async throws(StoreError) -> Bool {
+        try await !db.write("""
+            UPDATE vault_ledger_operations SET state = 'unknown', reason = ?, updated_at = ?
+            WHERE operation_id = ? AND state = 'sending' AND updated_at = ? RETURNING operation_id
+            """, [reason, now, operationID, heldSince]).isEmpty
+    }
+
+    /// Takes a relay operation over to send it again under the same idempotency key: by a
+    /// compare-and-swap on its `updated_at` (the value read), so of concurrent calls one sends.
+    public func retakeOperation(_ operationID: String, updatedAt: Date, now: Date) async throws(StoreError) -> Bool {
+        try await !db.write("""
+            UPDATE vault_ledger_operations SET state = 'sending', updated_at = ?
+            WHERE operation_id = ? AND state <> 'done' AND updated_at = ? RETURNING operation_id
+            """, [now, operationID, updatedAt]).isEmpty
+    }
+
+    /// Removes a relay operation that was never sent (no connection was made on its first send),
+    /// by the call that made it: nothing was done, the same operation id may be sent again.
+    public func forgetOperation(_ operationID: String, heldSince: Date) async throws(StoreError) -> Bool {
+        try await !db.write(
+            "DELETE FROM vault_ledger_operations WHERE operation_id = ? AND state = 'sending' AND updated_at = ? RETURNING operation_id",
+            [operationID, heldSince]
+        ).isEmpty
+    }
+
     /// The sandbox's refund behaviour for a payment's test card (`refund_fails`, `refund_pending`),
     /// recorded at its authorization; nil for an ordinary card.
     public func refundRule(_ paymentID: String) async throws(StoreError) -> String? {

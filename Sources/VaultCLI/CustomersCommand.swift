@@ -61,7 +61,7 @@ struct CustomersDelete: AsyncParsableCommand {
                 lines += e.mandatesCancelled.map { "cancelled mandate \($0)" }
                 lines.append("deleted customer \(e.customer): \(e.instruments.count) instruments erased, \(e.mandatesCancelled.count) mandates cancelled")
                 try StandardIO.write(lines.joined(separator: "\n") + "\n")
-                CLIAudit.record(auditLog, action: "customer_delete", detail: [("instruments", e.instruments.count), ("mandates", e.mandatesCancelled.count)])
+                CLIAudit.record(auditLog, action: "customer_delete", customer: e.customer, detail: [("instruments", e.instruments.count), ("mandates", e.mandatesCancelled.count)])
             case .customerNotFound:
                 throw VaultError(.customerNotFound, "no customer \(id) in this store")
             case .paymentInFlight:
@@ -69,7 +69,7 @@ struct CustomersDelete: AsyncParsableCommand {
             }
         } catch let error as VaultError {
             if error.code == .customerNotFound || error.code == .customerPaymentInFlight {
-                CLIAudit.record(auditLog, action: "customer_delete", outcome: error.code.rawValue)
+                CLIAudit.record(auditLog, action: "customer_delete", outcome: error.code.rawValue, customer: id)
             }
             throw fail(error)
         }

@@ -28,6 +28,21 @@ GET /v1/charges/<key> is the status query: 200 with the charge, 404 when the key
 charged; its X-Status-Scenario header: 500 (answers 500), hang (nothing for 10 s). X-Hang-Seconds
 shortens the hangs.
 Each recorded line has "charged": true when that request made the charge.
+
+Capture, void and refund (the templates' operation sections), idempotent by key (Idempotency-Key or
+x-idempotency-key: a repeat answers the first result and acts nothing more; "charged": true marks
+the request that acted). Stripe-style: /v1/payment_intents with capture_method=manual holds the
+amount (status requires_capture); POST /v1/payment_intents/<id>/capture (amount_to_capture, at most
+what is held: else 400 {"error":{"code":"amount_too_large"}}), /cancel (status canceled), POST
+/v1/refunds (payment_intent, amount; more than captured minus refunded -> 400
+{"error":{"code":"amount_too_large"}}; amount 666 -> 200 {"status":"failed","failure_reason":
+"expired_or_canceled_card"}); an unknown intent -> 404. Cashfree-style: POST
+/pg/orders/<order_id>/authorization ({"action":"CAPTURE|VOID","amount"}) -> 200
+{"cf_payment_id","authorization":{"action","status":"SUCCESS"}}; POST /pg/orders/<order_id>/refunds
+({"refund_amount","refund_id"}) -> 200 {"cf_refund_id","refund_id","refund_status":"SUCCESS"}, more
+than paid minus refunded -> 400 {"code":"refund_amount_exceeded"}. Either style: an operation of
+amount 5000 (50.00) answers 500 and does nothing; of amount 7777 (77.77) acts, then answers after
+X-Hang-Seconds (default 10) the first time per key, and at once afterwards.
 """
 import json
 import socket
@@ -42,6 +57,8 @@ log_path = sys.argv[1]
 lock = threading.Lock()
 charges = {}    # idempotency key -> the first result (the charge)
 requests = {}   # idempotency key -> requests received
+intents = {}    # Stripe-style payment intent / Cashfree order id -> {"amount", "held", "captured", "refunded"}
+results = {}    # operation idempotency key -> (status, answer)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -110,10 +127,72 @@ class Handler(BaseHTTPRequestHandler):
             return
         return self.answer(200, first)
 
+    def operation(self, raw):
+        """Capture, void and refund, idempotent by key (see the module's text)."""
+        key = self.headers.get("Idempotency-Key") or self.headers.get("x-idempotency-key") or ""
+        with lock:
+            first = results.get(key) if key else None
+        if first is not None:
+            self.record("POST", raw)
+            return self.answer(*first)
+        parts = self.path.strip("/").split("/")
+        if self.path.startswith("/pg/"):
+            doc = json.loads(raw or b"{}")
+            order = urllib.parse.unquote(parts[2])
+            kind = "refund" if parts[3] == "refunds" else doc.get("action", "").lower()
+            amount = int(round(float(doc.get("refund_amount" if kind == "refund" else "amount", 0)) * 100))
+        else:
+            form = dict(urllib.parse.parse_qsl(raw.decode()))
+            if parts[1] == "refunds":
+                kind, order, amount = "refund", form.get("payment_intent", ""), int(form.get("amount", "0"))
+            else:
+                order, kind = urllib.parse.unquote(parts[2]), parts[3]
+                amount = int(form.get("amount_to_capture", "0"))
+        if amount == 5000:
+            self.record("POST", raw)
+            return self.answer(500, {"error": "internal"})
+        with lock:
+            intent = intents.get(order)
+            if intent is None:
+                result = (404, {"error": {"code": "resource_missing"}, "code": "order_not_found"})
+            elif kind in ("capture", "void") and intent["held"] == 0:
+                result = (400, {"error": {"code": "payment_intent_unexpected_state"}, "code": "request_invalid"})
+            elif kind == "capture" and amount > intent["held"]:
+                result = (400, {"error": {"code": "amount_too_large"}, "code": "request_invalid"})
+            elif kind == "refund" and amount > intent["captured"] - intent["refunded"]:
+                result = (400, {"error": {"code": "amount_too_large"}, "code": "refund_amount_exceeded"})
+            elif kind == "refund" and amount == 666:
+                result = (200, {"id": "re_" + uuid.uuid4().hex[:16], "status": "failed", "failure_reason": "expired_or_canceled_card",
+                                "refund_status": "CANCELLED"})
+            else:
+                if kind == "capture":
+                    intent["captured"], intent["held"] = amount, 0
+                elif kind in ("void", "cancel"):
+                    intent["held"] = 0
+                else:
+                    intent["refunded"] += amount
+                status = {"capture": "succeeded", "cancel": "canceled", "void": "canceled"}.get(kind, "succeeded")
+                answer = {"id": intent["id"] if kind != "refund" else "re_" + uuid.uuid4().hex[:16], "status": status}
+                if self.path.startswith("/pg/"):
+                    answer = {"cf_payment_id": intent["id"], "authorization": {"action": kind.upper(), "status": "SUCCESS"}}
+                    if kind == "refund":
+                        answer = {"cf_refund_id": "cfr_" + uuid.uuid4().hex[:10], "refund_id": doc.get("refund_id"), "refund_status": "SUCCESS"}
+                result = (200, answer)
+            acted = result[0] == 200 and result[1].get("status") != "failed"
+            if key:
+                results[key] = result
+        self.record("POST", raw, acted)
+        if amount == 7777:
+            time.sleep(float(self.headers.get("X-Hang-Seconds", "10")))
+        return self.answer(*result)
+
     def do_POST(self):
         raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         if self.path == "/v1/charges":
             return self.idempotent_charge(raw)
+        if self.path == "/v1/refunds" or (self.path.startswith("/v1/payment_intents/") and self.path.count("/") == 4) \
+                or (self.path.startswith("/pg/orders/") and self.path.endswith(("/authorization", "/refunds"))):
+            return self.operation(raw)
         self.record("POST", raw)
         if self.path.startswith("/redirect/"):
             body = b"{}"
@@ -126,13 +205,16 @@ class Handler(BaseHTTPRequestHandler):
         if self.path == "/slow":
             time.sleep(2)
             return self.answer(200, {"id": "pi_" + uuid.uuid4().hex[:16], "status": "succeeded"})
+        manual, order = False, None
         if self.path == "/v1/payment_intents":
             form = dict(urllib.parse.parse_qsl(raw.decode()))
             pan, amount = form.get("payment_method_data[card][number]"), form.get("amount")
+            manual = form.get("capture_method") == "manual"
             style = "stripe"
         else:
             doc = json.loads(raw)
             pan, amount = doc["payment_method"]["card"]["card_number"], str(doc["order_amount"])
+            order = doc.get("order_id")
             style = "cashfree"
         if amount in ("5000", "50.0", "50.00"):
             return self.answer(500, {"error": "internal"})
@@ -140,14 +222,24 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(10)
             return self.answer(200, {"status": "succeeded", "payment_status": "SUCCESS"})
         declined = pan == "4000000000000002"
+        minor = int(round(float(amount) * (100 if style == "cashfree" else 1)))
         if style == "stripe":
             if declined:
                 return self.answer(402, {"error": {"type": "card_error", "decline_code": "generic_decline"}})
-            return self.answer(200, {"id": "pi_" + uuid.uuid4().hex[:16], "status": "succeeded"})
+            intent = {"id": "pi_" + uuid.uuid4().hex[:16], "amount": minor, "held": minor if manual else 0,
+                      "captured": 0 if manual else minor, "refunded": 0}
+            with lock:
+                intents[intent["id"]] = intent
+            return self.answer(200, {"id": intent["id"], "status": "requires_capture" if manual else "succeeded"})
         if declined:
             return self.answer(200, {"cf_payment_id": "cf_" + uuid.uuid4().hex[:12], "payment_status": "FAILED",
                                      "error_details": {"error_code": "card_declined"}})
-        return self.answer(200, {"cf_payment_id": "cf_" + uuid.uuid4().hex[:12], "payment_status": "SUCCESS"})
+        intent = {"id": "cf_" + uuid.uuid4().hex[:12], "amount": minor, "held": 0, "captured": minor, "refunded": 0}
+        with lock:
+            intents[intent["id"]] = intent
+            if order:
+                intents[order] = intent
+        return self.answer(200, {"cf_payment_id": intent["id"], "payment_status": "SUCCESS"})
 
 
 server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -50,6 +50,9 @@ import Testing
         #expect(twice.status == 1 && twice.stderr.contains("CUSTOMER_NOT_FOUND"), "\(twice.stderr)")
         let audit = try String(contentsOfFile: s.dir + "/cli-audit.jsonl", encoding: .utf8)
         #expect(audit.contains(#""action":"customer_delete""#) && audit.contains(#""instruments":2"#), "\(audit)")
+        // The line names the customer erased (an id, never card data).
+        let line = try #require(audit.split(separator: "\n").first { $0.contains(#""action":"customer_delete""#) })
+        #expect(line.contains(#""customer":"\#(id)""#), "\(line)")
 
         // Through the API: erased in the answer, gone afterwards.
         let (_, otherBody) = try s.curl("POST", "/v1/customers", "{}")

@@ -102,3 +102,35 @@ import Testing
         #expect(r.stderr.contains("log_format"))
     }
 }
+
+/// The `Request-Id` of a request on the lines logged while it is handled, not only on the request
+/// line: a payment's `payment` line (written by the payment service's own logger) carries the id
+/// its answer carried.
+@Suite(.serialized) struct RequestIDLogCLITests {
+    @Test func aPaymentsServiceLogLineCarriesTheRequestIDOfItsAnswer() throws {
+        let s = try PaymentsCLITests.Stack()
+        try s.startGateway()
+        try s.startSidecar(extra: ["--log-format", "json"])
+        let token = try s.tokenize("4242424242424242")
+        let r = try run("/usr/bin/env", [
+            "curl", "-s", "-D", "/dev/stderr", "-o", "-", "--unix-socket", s.sidecarSocket, "-X", "POST", "-H", "Content-Type: application/json",
+            "--data-binary", #"{"token":"\#(token)","amount":1200,"currency":"EUR","idempotency_key":"log-\#(UUID().uuidString)"}"#,
+            "http://vault/v1/payments",
+        ])
+        let header = try #require(r.stderr.split(separator: "\r\n").first { $0.lowercased().hasPrefix("request-id:") }, "\(r.stderr)")
+        let requestID = String(header.dropFirst("request-id:".count)).trimmingCharacters(in: .whitespaces)
+        let payment = try #require((try JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [String: Any])?["id"] as? String, "\(r.out)")
+        s.stop(s.sidecar)
+        s.stop(s.gateway)
+        let log = s.sidecarLogText
+        keepArtifact("request-id.log", log)
+        let lines = log.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        let line = try #require(lines.first { $0["msg"] as? String == "payment" && $0["payment"] as? String == payment }, "\(log)")
+        #expect(line["request_id"] as? String == requestID, "\(line)")
+        #expect(line["logger"] as? String != nil)
+        // Lines not tied to a request carry none.
+        let started = try #require(lines.first { ($0["msg"] as? String)?.contains("listening") == true }, "\(log)")
+        #expect(started["request_id"] == nil, "\(started)")
+        #expect(!containsPAN(log))
+    }
+}
