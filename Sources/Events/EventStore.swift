@@ -175,9 +175,11 @@ public final class EventStore: Sendable {
     }
 
     /// Events not delivered yet, and when the oldest of them was written.
+    /// (The count reads the pending index only; the oldest is its first entry's.)
     public func backlog() async throws(StoreError) -> (count: Int, oldest: Date?) {
-        let row = try await db.query("SELECT COUNT(*), MIN(created_at) FROM vault_events WHERE delivery = 'pending'").first
-        return (row?.optionalInt(0) ?? 0, row?.optionalDate(1))
+        let count = try await db.query("SELECT COUNT(*) FROM vault_events WHERE delivery = 'pending'").first?.optionalInt(0) ?? 0
+        let oldest = try await db.query("SELECT created_at FROM vault_events WHERE delivery = 'pending' ORDER BY seq LIMIT 1").first?.optionalDate(0)
+        return (count, oldest)
     }
 
     /// Deletes events written before `before` (retention), delivered or not; how many. Walks
