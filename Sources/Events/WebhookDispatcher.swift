@@ -63,15 +63,17 @@ public struct WebhookDispatcher: Service {
 
     public func run() async throws {
         try? await cancelWhenGracefulShutdown {
-            var leasedUntil = Date.distantPast, failing = false
+            var leasedUntil = Date.distantPast, nextTry = Date.distantPast, failing = false
             while !Task.isCancelled {
                 var sent = 0
                 do throws(StoreError) {
                     let now = Date()
-                    if leasedUntil.timeIntervalSince(now) < configuration.lease / 2 {
+                    // The holder renews at half its lease; another sidecar asks every third of one.
+                    if leasedUntil.timeIntervalSince(now) < configuration.lease / 2, now >= nextTry {
                         let until = now.addingTimeInterval(configuration.lease)
                         let held = try await events.lease(Self.leaseName, holder: configuration.holder, until: until, now: now)
                         leasedUntil = held ? until : .distantPast
+                        nextTry = held ? .distantPast : now.addingTimeInterval(configuration.lease / 3)
                         metrics?.leaseHeld(held)
                     }
                     if leasedUntil > now { sent = try await deliverDue() }
