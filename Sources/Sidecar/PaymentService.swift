@@ -65,8 +65,13 @@ public struct PaymentService: Sendable {
         public var scope: String
         /// False: authorize only (`requires_capture`), captured or canceled later.
         public var capture: Bool
+        /// The payment's metadata (not part of `canonical`: a replay answers the first payment, its metadata as first stored).
+        public var metadata: Metadata
 
-        public init(source: Source, amount: Int, currency: Currency, idempotencyKey: String, scope: String, capture: Bool = true) {
+        public init(
+            source: Source, amount: Int, currency: Currency, idempotencyKey: String, scope: String, capture: Bool = true, metadata: Metadata = Metadata()
+        ) {
+            self.metadata = metadata
             self.capture = capture
             self.source = source
             self.amount = amount
@@ -96,7 +101,8 @@ public struct PaymentService: Sendable {
         let intent = PaymentRecord(
             id: RandomID.make(prefix: "pay_"), scope: request.scope, idempotencyKey: request.idempotencyKey, request: request.canonical,
             token: card.sourceID, singleUse: card.singleUse, amount: request.amount, currency: request.currency.code, createdAt: now(),
-            manualCapture: !request.capture, authorizationExpiresAt: request.capture ? nil : now().addingTimeInterval(authorizationTTL))
+            manualCapture: !request.capture, authorizationExpiresAt: request.capture ? nil : now().addingTimeInterval(authorizationTTL),
+            metadata: request.metadata.droppingEmptyValues)
         switch try await store({ () throws(StoreError) in try await payments.begin(intent) }) {
         case .existing(let existing):
             guard let first = try await replay(existing, request) else {
@@ -439,6 +445,7 @@ public struct PaymentService: Sendable {
             out += ",\"reason\":"
             JSONOut.string(reason, into: &out)
         }
+        JSONOut.metadata(p.metadata, into: &out)
         out += ",\"created_at\":\"\(JSONOut.iso(p.createdAt))\",\"updated_at\":\"\(JSONOut.iso(p.updatedAt))\"}"
         return out
     }

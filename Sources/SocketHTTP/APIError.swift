@@ -63,6 +63,20 @@ public enum JSONOut {
         out += "\""
     }
 
+    /// `,"metadata":{…}` (keys in order; `{}` when there are none), appended to `out`.
+    public static func metadata(_ m: Metadata, into out: inout String) {
+        out += ",\"metadata\":{"
+        var first = true
+        for (k, v) in m.sorted {
+            if !first { out += "," }
+            first = false
+            JSONText.appendString(k, to: &out)
+            out += ":"
+            JSONText.appendString(v, to: &out)
+        }
+        out += "}"
+    }
+
     /// `2026-11-23T12:50:59Z` (UTC, whole seconds).
     public static func iso(_ d: Date) -> String { JSONText.iso(d) }
 
