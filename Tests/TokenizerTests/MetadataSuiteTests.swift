@@ -29,7 +29,7 @@ import VaultCrypto
         for i in 0..<13 {
             var r = record(try sampleEnvelope(), at: Self.t0.addingTimeInterval(Double(i)), ttl: 86_400)
             // Every third one has order=o-7; the others another order, or none at all.
-            if i % 3 == 0 { r.metadata = Metadata(["order": "o-7", "n": "\(i)"]) } else if i % 3 == 1 { r.metadata = Metadata(["order": "o-\(i)"]) }
+            if i % 3 == 0 { r.metadata = Metadata(["order": "o-7", "n": "\(i)"]) } else if i % 3 == 1 { r.metadata = Metadata(["order": "p-\(i)"]) }
             try await store.insert(r)
             if i % 3 == 0 { made.append((r.createdAt, r.token)) }
             let got = try #require(try await store.get(r.token, now: Self.t0))
