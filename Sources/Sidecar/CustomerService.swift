@@ -69,11 +69,7 @@ public struct CustomerService: Sendable {
     }
 
     /// `{"id","deleted":true,"erased":{"instruments":[…],"mandates_cancelled":[…]}}`.
-    public static func erasureJSON(_ e: CustomerErasure) -> String {
-        "{\"id\":\"\(e.customer)\",\"deleted\":true,\"erased\":{\"instruments\":["
-            + e.instruments.map { "\"\($0)\"" }.joined(separator: ",") + "],\"mandates_cancelled\":["
-            + e.mandatesCancelled.map { "\"\($0)\"" }.joined(separator: ",") + "]}}"
-    }
+    public static func erasureJSON(_ e: CustomerErasure) -> String { AnswerJSON.encode(Answer.Erasure(e)) }
 
     public func customer(_ id: String) async throws(VaultError) -> (CustomerRecord, [InstrumentRecord]) {
         guard let c = try await store({ () throws(StoreError) in try await customers.customer(id) }) else {
@@ -133,16 +129,8 @@ public struct CustomerService: Sendable {
 
     /// A customer's JSON; without `instruments` (nil: lists) the field is left out.
     public static func json(_ c: CustomerRecord, _ instruments: [InstrumentRecord]?) -> String {
-        var out = "{\"id\":\"\(c.id)\",\"reference\":"
-        if let r = c.reference { JSONOut.string(r, into: &out) } else { out += "null" }
-        out += ",\"default_instrument\":" + (c.defaultInstrument.map { "\"\($0)\"" } ?? "null")
-        if let instruments { out += ",\"instruments\":[" + instruments.map(instrumentJSON).joined(separator: ",") + "]" }
-        JSONOut.metadata(c.metadata, into: &out)
-        out += ",\"created_at\":\"\(JSONOut.iso(c.createdAt))\"}"
-        return out
+        AnswerJSON.encode(Answer.Customer(c, instruments))
     }
 
-    public static func instrumentJSON(_ i: InstrumentRecord) -> String {
-        "{\"id\":\"\(i.id)\",\"customer\":\"\(i.customer)\",\"card\":\(i.envelope.card.json),\"created_at\":\"\(JSONOut.iso(i.createdAt))\"}"
-    }
+    public static func instrumentJSON(_ i: InstrumentRecord) -> String { AnswerJSON.encode(Answer.Instrument(i)) }
 }

@@ -189,19 +189,5 @@ extension PaymentService {
     }
 
     /// A refund as the API shows it (openapi.json `Refund`). No card data.
-    public static func refundJSON(_ op: PaymentOperation) -> String {
-        var out = "{\"id\":\"\(op.id)\",\"object\":\"refund\",\"payment\":\"\(op.paymentID)\",\"status\":\"\(op.status.rawValue)\""
-        out += ",\"amount\":\(op.amount),\"currency\":\"\(op.currency)\""
-        if let code = op.code {
-            out += ",\"failure_code\":"
-            JSONOut.string(code, into: &out)
-        }
-        if let reference = op.reference {
-            out += ",\"reference\":"
-            JSONOut.string(reference, into: &out)
-        }
-        JSONOut.metadata(op.metadata, into: &out)
-        out += ",\"created_at\":\"\(JSONOut.iso(op.createdAt))\",\"updated_at\":\"\(JSONOut.iso(op.updatedAt))\"}"
-        return out
-    }
+    public static func refundJSON(_ op: PaymentOperation) -> String { AnswerJSON.encode(Answer.Refund(op)) }
 }

@@ -411,42 +411,5 @@ public struct PaymentService: Sendable {
     }
 
     /// A payment as the API shows it (README "Payments", openapi.json). No card data.
-    public static func json(_ p: PaymentRecord) -> String {
-        var out = "{\"id\":\"\(p.id)\",\"status\":\"\(p.status.rawValue)\",\"amount\":\(p.amount),\"currency\":\"\(p.currency)\","
-        out += p.token.hasPrefix("ins_") ? "\"instrument\":" : "\"token\":"
-        JSONOut.string(p.token, into: &out)
-        if p.request.hasPrefix("customer=") {
-            out += ",\"customer\":"
-            JSONOut.string(String(p.request.dropFirst(9).prefix { $0 != "&" }), into: &out)
-        }
-        if p.request.hasPrefix("mandate=") {
-            out += ",\"mandate\":"
-            JSONOut.string(String(p.request.dropFirst(8).prefix { $0 != "&" }), into: &out)
-        }
-        out += ",\"capture_method\":\"\(p.manualCapture ? "manual" : "automatic")\",\"amount_captured\":\(p.capturedAmount ?? 0)"
-        out += ",\"amount_refunded\":\(p.amountRefunded)"
-        if p.manualCapture, let expiry = p.authorizationExpiresAt, p.status == .requiresCapture || p.status == .processing {
-            out += ",\"authorization_expires_at\":\"\(JSONOut.iso(expiry))\""
-        }
-        if let code = p.code {
-            switch p.status {
-            case .failed: out += ",\"failure_code\":"
-            case .canceled: out += ",\"cancellation_reason\":"
-            default: out += ",\"decline_code\":"
-            }
-            JSONOut.string(code, into: &out)
-        }
-        if let reference = p.reference {
-            out += ",\"reference\":"
-            JSONOut.string(reference, into: &out)
-        }
-        if let next = p.nextAction { out += ",\"next_action\":" + next }
-        if let reason = p.reason {
-            out += ",\"reason\":"
-            JSONOut.string(reason, into: &out)
-        }
-        JSONOut.metadata(p.metadata, into: &out)
-        out += ",\"created_at\":\"\(JSONOut.iso(p.createdAt))\",\"updated_at\":\"\(JSONOut.iso(p.updatedAt))\"}"
-        return out
-    }
+    public static func json(_ p: PaymentRecord) -> String { AnswerJSON.encode(Answer.Payment(p)) }
 }

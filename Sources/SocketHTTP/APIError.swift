@@ -35,16 +35,13 @@ public struct APIError: HTTPResponseError, Sendable {
     }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
-        var body = "{\"error\":{\"code\":"
-        JSONOut.string(code.rawValue, into: &body)
-        body += ",\"message\":"
-        JSONOut.string(message, into: &body)
-        if let field {
-            body += ",\"field\":"
-            JSONOut.string(field, into: &body)
-        }
-        body += "}}"
-        return JSONOut.response(status, body)
+        JSONOut.response(status, AnswerJSON.encode(Body(error: .init(code: code.rawValue, message: message, field: field))))
+    }
+
+    /// The `Error` schema: `{"error":{"code","message","field"?}}`.
+    struct Body: Encodable, Sendable {
+        struct Detail: Encodable, Sendable { let code: String, message: String, field: String? }
+        let error: Detail
     }
 }
 
@@ -61,20 +58,6 @@ public enum JSONOut {
             }
         }
         out += "\""
-    }
-
-    /// `,"metadata":{…}` (keys in order; `{}` when there are none), appended to `out`.
-    public static func metadata(_ m: Metadata, into out: inout String) {
-        out += ",\"metadata\":{"
-        var first = true
-        for (k, v) in m.sorted {
-            if !first { out += "," }
-            first = false
-            JSONText.appendString(k, to: &out)
-            out += ":"
-            JSONText.appendString(v, to: &out)
-        }
-        out += "}"
     }
 
     /// `2026-11-23T12:50:59Z` (UTC, whole seconds).

@@ -43,3 +43,18 @@ public struct Metadata: Sendable, Equatable {
     }
 }
 
+
+extension Metadata: Encodable {
+    struct Key: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    /// An object of the pairs in key order (`{}` when there are none).
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Key.self)
+        for (k, v) in sorted { try c.encode(v, forKey: Key(stringValue: k)) }
+    }
+}

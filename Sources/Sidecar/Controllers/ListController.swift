@@ -48,11 +48,11 @@ struct ListController: Sendable {
 
     /// The answer: 200 with the list; a cursor that names no object of the list is
     /// `REQUEST_FIELD_INVALID` (field `starting_after`).
-    static func answer<T>(_ page: ListPage<T>, _ json: (T) -> String) throws(APIError) -> Response {
+    static func answer<T, Item: Encodable & Sendable>(_ page: ListPage<T>, _ model: (T) -> Item) throws(APIError) -> Response {
         guard case .page(let items, let hasMore) = page else {
             throw APIError(.requestFieldInvalid, "starting_after names no object of this list (unknown or deleted)", field: "starting_after")
         }
-        return JSONOut.response(.ok, "{\"object\":\"list\",\"data\":[" + items.map(json).joined(separator: ",") + "],\"has_more\":\(hasMore)}")
+        return JSONOut.response(.ok, AnswerJSON.encode(Answer.List(data: items.map(model), has_more: hasMore)))
     }
 
     static func store<T>(_ body: () async throws(StoreError) -> T) async throws(APIError) -> T {
@@ -73,7 +73,7 @@ struct ListController: Sendable {
             for i in items.indices where items[i].status == .requiresCapture { items[i] = try await service.payment(items[i].id) }
             page = .page(items, hasMore: more)
         }
-        return try Self.answer(page, PaymentService.json)
+        return try Self.answer(page, Answer.Payment.init)
     }
 
     /// `status`, `payment` and the common parameters.
@@ -85,7 +85,7 @@ struct ListController: Sendable {
         let payment = try p.id("payment", prefix: "pay_")
         let search = try p.metadataSearch()
         let page = try await Self.store { () throws(StoreError) in try await ops.listRefunds(q, status: status, payment: payment, metadata: search) }
-        return try Self.answer(page, PaymentService.refundJSON)
+        return try Self.answer(page, Answer.Refund.init)
     }
 
     func customerService() throws(APIError) -> CustomerService {
@@ -100,7 +100,7 @@ struct ListController: Sendable {
         let q = try Self.query(p, cursorPrefix: "cus_")
         let search = try p.metadataSearch()
         let page = try await Self.store { () throws(StoreError) in try await store.list(q, metadata: search) }
-        return try Self.answer(page) { CustomerService.json($0, nil) }
+        return try Self.answer(page) { Answer.Customer($0, nil) }
     }
 
     /// `fingerprint` (the card's keyed fingerprint), `customer` and the common parameters.
@@ -110,7 +110,7 @@ struct ListController: Sendable {
         let q = try Self.query(p, cursorPrefix: "ins_")
         let fingerprint = try p.fingerprint(), customer = try p.id("customer", prefix: "cus_")
         let page = try await Self.store { () throws(StoreError) in try await store.listInstruments(q, fingerprint: fingerprint, customer: customer) }
-        return try Self.answer(page, CustomerService.instrumentJSON)
+        return try Self.answer(page, Answer.Instrument.init)
     }
 
     /// `fingerprint` (the gateway's fingerprint of the card) and the common parameters: live tokens, metadata only.
@@ -121,6 +121,6 @@ struct ListController: Sendable {
         let search = try p.metadataSearch()
         let page: ListPage<TokenRecord>
         do throws(VaultError) { page = try await tokenizer.list(q, fingerprint: fingerprint, metadata: search) } catch { throw APIError(error) }
-        return try Self.answer(page, TokenController.json)
+        return try Self.answer(page, Answer.Token.init)
     }
 }

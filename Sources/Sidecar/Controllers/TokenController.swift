@@ -85,15 +85,7 @@ struct TokenController: Sendable {
         }
     }
 
-    static func json(_ r: TokenRecord) -> String {
-        var out = "{\"token\":\"\(r.token)\",\"card\":" + r.card.json
-        out += ",\"expires_at\":\"\(JSONOut.iso(r.expiresAt))\""
-        out += ",\"cvc_expires_at\":" + (r.cvcExpiresAt.map { "\"\(JSONOut.iso($0))\"" } ?? "null")
-        out += ",\"has_cvc\":\(r.hasCVC),\"single_use\":\(r.singleUse)"
-        JSONOut.metadata(r.metadata, into: &out)
-        out += "}"
-        return out
-    }
+    static func json(_ r: TokenRecord) -> String { AnswerJSON.encode(Answer.Token(r)) }
 }
 
 /// A card to tokenize: in clear (sealed at the door) or already sealed by the caller.
