@@ -5,9 +5,10 @@
 /// written as it is (JSON the vault made itself, such as a payment's `next_action`). Answers are
 /// metadata only: card data never goes through here (it stays in wiped memory, `SecureBytes`).
 ///
-/// Not `JSONEncoder`: on Linux it orders keys by hash (or sorts them) and costs more (a token
-/// answer: about 10–20 µs with `JSONEncoder`, 8–11 µs here, 2–4 µs for the hand-built string it
-/// replaces; `swiftc -O` loop of 200,000, README "Answers").
+/// Not `JSONEncoder`: on Linux it orders keys by hash (or sorts them, `.sortedKeys`) and costs
+/// more. A token answer, best of four runs of `scripts/answer-bench/run` (`swiftc -O`, 200,000
+/// answers, a shared 2-core box): 8.2 µs here, 10.7 µs with one reused `JSONEncoder`, 1.8 µs
+/// for the hand-built string of earlier versions (README "Answers").
 public enum AnswerJSON {
     public static func encode<T: Encodable>(_ value: T) -> String {
         let w = Writer()
@@ -107,6 +108,23 @@ public enum AnswerJSON {
             writer.key(key.stringValue)
             try writer.value(value, path: [])
         }
+        // The common field types without the generic path's dynamic casts.
+        mutating func encode(_ value: String, forKey key: Key) throws {
+            writer.key(key.stringValue)
+            writer.string(value)
+        }
+        mutating func encode(_ value: Int, forKey key: Key) throws {
+            writer.key(key.stringValue)
+            writer.out += String(value)
+        }
+        mutating func encode(_ value: Bool, forKey key: Key) throws {
+            writer.key(key.stringValue)
+            writer.out += value ? "true" : "false"
+        }
+        mutating func encodeIfPresent(_ value: String?, forKey key: Key) throws {
+            guard let value else { return }
+            try encode(value, forKey: key)
+        }
         mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
             preconditionFailure("answers have no nested containers: encode a model")
         }
@@ -129,6 +147,11 @@ public enum AnswerJSON {
         mutating func encode<T: Encodable>(_ value: T) throws {
             writer.separator()
             try writer.value(value, path: codingPath)
+            count += 1
+        }
+        mutating func encode(_ value: String) throws {
+            writer.separator()
+            writer.string(value)
             count += 1
         }
         mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
