@@ -48,7 +48,9 @@ public enum AnswerJSON {
 
         func string(_ s: String) {
             if !s.utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }) {
-                out += "\""; out += s; out += "\""
+                out += "\""
+                out += s
+                out += "\""
                 return
             }
             out += "\""
@@ -168,10 +170,67 @@ public enum AnswerJSON {
             writer.out += "null"
             writer.wroteSingle = true
         }
-        mutating func encode(_ value: Bool) throws { writer.out += value ? "true" : "false"; writer.wroteSingle = true }
-        mutating func encode(_ value: String) throws { writer.string(value); writer.wroteSingle = true }
-        mutating func encode(_ value: Int) throws { writer.out += String(value); writer.wroteSingle = true }
-        mutating func encode<T: Encodable>(_ value: T) throws { try writer.value(value, path: codingPath); writer.wroteSingle = true }
+        mutating func encode(_ value: Bool) throws {
+            writer.out += value ? "true" : "false"
+            writer.wroteSingle = true
+        }
+        mutating func encode(_ value: String) throws {
+            writer.string(value)
+            writer.wroteSingle = true
+        }
+        mutating func encode(_ value: Int) throws {
+            writer.out += String(value)
+            writer.wroteSingle = true
+        }
+        mutating func encode<T: Encodable>(_ value: T) throws {
+            try writer.value(value, path: codingPath)
+            writer.wroteSingle = true
+        }
+        // Every other number the standard library encodes through a single value container (else it would come back here).
+        mutating func encode(_ value: Double) throws {
+            writer.out += "\(value)"
+            writer.wroteSingle = true
+        }
+        mutating func encode(_ value: Float) throws {
+            writer.out += "\(value)"
+            writer.wroteSingle = true
+        }
+        mutating func encode(_ value: Int8) throws {
+            writer.out += "\(value)"
+            writer.wroteSingle = true
+        }
+        mutating func encode(_ value: Int16) throws {
+            writer.out += "\(value)"
+            writer.wroteSingle = true
+        }
+        mutating func encode(_ value: Int32) throws {
+            writer.out += "\(value)"
+            writer.wroteSingle = true
+        }
+        mutating func encode(_ value: Int64) throws {
+            writer.out += "\(value)"
+            writer.wroteSingle = true
+        }
+        mutating func encode(_ value: UInt) throws {
+            writer.out += "\(value)"
+            writer.wroteSingle = true
+        }
+        mutating func encode(_ value: UInt8) throws {
+            writer.out += "\(value)"
+            writer.wroteSingle = true
+        }
+        mutating func encode(_ value: UInt16) throws {
+            writer.out += "\(value)"
+            writer.wroteSingle = true
+        }
+        mutating func encode(_ value: UInt32) throws {
+            writer.out += "\(value)"
+            writer.wroteSingle = true
+        }
+        mutating func encode(_ value: UInt64) throws {
+            writer.out += "\(value)"
+            writer.wroteSingle = true
+        }
     }
 }
 

@@ -62,8 +62,8 @@ import VaultCrypto
     }
 
     @Test func theEncoderEscapesAndOrders() {
-        struct Sample: Encodable { let b: String, a: Int, n: OrNull<Int>, o: String?, list: [Bool] }
-        #expect(AnswerJSON.encode(Sample(b: "q\"\\\u{1}é", a: -3, n: OrNull(nil), o: nil, list: [true, false])) ==
-            #"{"b":"q\"\\\u0001é","a":-3,"n":null,"list":[true,false]}"#)
+        struct Sample: Encodable { let b: String, a: Int, n: OrNull<Int>, o: String?, list: [Bool], x: Int64, d: Double }
+        #expect(AnswerJSON.encode(Sample(b: "q\"\\\u{1}é", a: -3, n: OrNull(nil), o: nil, list: [true, false], x: 7, d: 0.5)) ==
+            #"{"b":"q\"\\\u0001é","a":-3,"n":null,"list":[true,false],"x":7,"d":0.5}"#)
     }
 }
