@@ -9,8 +9,11 @@ public struct CustomerRecord: Sendable, Equatable {
     public var reference: String?
     public var defaultInstrument: String?
     public var createdAt: Date
+    /// The caller's metadata (README "Metadata").
+    public var metadata: Metadata
 
-    public init(id: String, reference: String?, defaultInstrument: String? = nil, createdAt: Date) {
+    public init(id: String, reference: String?, defaultInstrument: String? = nil, createdAt: Date, metadata: Metadata = Metadata()) {
+        self.metadata = metadata
         self.id = id
         self.reference = reference
         self.defaultInstrument = defaultInstrument
@@ -52,8 +55,11 @@ public struct CustomerChange: Sendable, Equatable {
     public var reference: String??
     /// A new default instrument (one of the customer's).
     public var defaultInstrument: String?
+    /// Metadata changes (`Metadata.merged(with:)`: a key given `""` is removed), nil: none.
+    public var metadata: Metadata?
 
-    public init(reference: String?? = nil, defaultInstrument: String? = nil) {
+    public init(reference: String?? = nil, defaultInstrument: String? = nil, metadata: Metadata? = nil) {
+        self.metadata = metadata
         self.reference = reference
         self.defaultInstrument = defaultInstrument
     }
@@ -65,6 +71,8 @@ public enum CustomerUpdate: Sendable, Equatable {
     case customerNotFound
     case instrumentNotFound
     case referenceTaken
+    /// The metadata changes would leave more than `Metadata.maxKeys` pairs; nothing was changed.
+    case metadataFull
 }
 
 /// What deleting a customer erased: its instruments (their envelopes deleted, not flagged), the
@@ -95,7 +103,7 @@ public protocol CustomerStore: Sendable {
     /// Creates a customer; with `claim`, under an idempotency key (`CreateClaim`); with
     /// `uniqueReference`, refused when another customer has its reference.
     func create(_ customer: CustomerRecord, claim: CreateClaim?, uniqueReference: Bool) async throws(StoreError) -> CustomerCreation
-    /// Changes a customer's reference and/or default instrument, in one transaction.
+    /// Changes a customer's reference, default instrument and/or metadata, in one transaction.
     func update(_ id: String, _ change: CustomerChange, uniqueReference: Bool) async throws(StoreError) -> CustomerUpdate
     /// Deletes a customer with its instruments (envelopes deleted) and reference, cancelling its
     /// mandates, in one transaction.
@@ -117,14 +125,17 @@ public protocol CustomerStore: Sendable {
     /// instrument is not the customer's.
     func detach(customer: String, instrument: String) async throws(StoreError) -> Bool
 
-    /// A page of the store's customers, newest first.
-    func list(_ q: ListQuery) async throws(StoreError) -> ListPage<CustomerRecord>
+    /// A page of the store's customers, newest first; with `metadata`, those whose metadata holds every pair.
+    func list(_ q: ListQuery, metadata: [(key: String, value: String)]) async throws(StoreError) -> ListPage<CustomerRecord>
     /// A page of stored instruments, newest first: of the card with `fingerprint` (the keyed
     /// fingerprint of its envelope's metadata) and of `customer`, each when given.
     func listInstruments(_ q: ListQuery, fingerprint: String?, customer: String?) async throws(StoreError) -> ListPage<InstrumentRecord>
 }
 
 extension CustomerStore {
+    /// A page without a metadata search.
+    public func list(_ q: ListQuery) async throws(StoreError) -> ListPage<CustomerRecord> { try await list(q, metadata: []) }
+
     /// Creates a customer without an idempotency key or a unique reference.
     public func create(_ customer: CustomerRecord) async throws(StoreError) {
         _ = try await create(customer, claim: nil, uniqueReference: false)

@@ -1,5 +1,6 @@
 import Foundation
 import Store
+import VaultCrypto
 
 /// Something done to a payment after its authorization (README "Capture, cancel, refund"): a
 /// capture, a cancel (void) or a refund. Recorded by the sidecar before the gateway is called,
@@ -49,11 +50,15 @@ public struct PaymentOperation: Sendable, Equatable {
     public var reference: String?
     public var createdAt: Date
     public var updatedAt: Date
+    /// The caller's metadata (refunds: README "Metadata").
+    public var metadata: Metadata
 
     public init(
         id: String, paymentID: String, kind: Kind, scope: String, idempotencyKey: String, request: String, amount: Int, currency: String,
-        status: Status = .processing, code: String? = nil, reference: String? = nil, createdAt: Date, updatedAt: Date? = nil
+        status: Status = .processing, code: String? = nil, reference: String? = nil, createdAt: Date, updatedAt: Date? = nil,
+        metadata: Metadata = Metadata()
     ) {
+        self.metadata = metadata
         self.id = id
         self.paymentID = paymentID
         self.kind = kind
@@ -125,5 +130,15 @@ public protocol PaymentOperationStore: Sendable {
     func expireAuthorizations(_ id: String?, now: Date) async throws(StoreError) -> [String]
 
     /// A page of the store's refunds (every scope), newest first, with `status` and of `payment` when given.
-    func listRefunds(_ q: ListQuery, status: PaymentOperation.Status?, payment: String?) async throws(StoreError) -> ListPage<PaymentOperation>
+    /// With `metadata`: only refunds whose metadata holds every pair.
+    func listRefunds(
+        _ q: ListQuery, status: PaymentOperation.Status?, payment: String?, metadata: [(key: String, value: String)]
+    ) async throws(StoreError) -> ListPage<PaymentOperation>
+}
+
+extension PaymentOperationStore {
+    /// A page without a metadata search.
+    public func listRefunds(_ q: ListQuery, status: PaymentOperation.Status?, payment: String?) async throws(StoreError) -> ListPage<PaymentOperation> {
+        try await listRefunds(q, status: status, payment: payment, metadata: [])
+    }
 }

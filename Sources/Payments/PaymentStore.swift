@@ -1,5 +1,6 @@
 import Foundation
 import Store
+import VaultCrypto
 
 /// A payment as the sidecar records it: the intent (written before the gateway is called) and,
 /// once known, its outcome. No card data: a token id, an amount, codes and references.
@@ -64,6 +65,8 @@ public struct PaymentRecord: Sendable, Equatable {
     public var amountRefunded: Int
     /// When an authorization held by `requires_capture` lapses (intent time + `authorization_ttl`).
     public var authorizationExpiresAt: Date?
+    /// The caller's metadata (README "Metadata").
+    public var metadata: Metadata
 
     /// What was taken from the card: the capture's amount, the whole amount of a payment captured
     /// at once, nil while nothing is captured.
@@ -76,8 +79,10 @@ public struct PaymentRecord: Sendable, Equatable {
         id: String, scope: String = PaymentScope.global, idempotencyKey: String, request: String, token: String, singleUse: Bool,
         amount: Int, currency: String, status: Status = .processing, code: String? = nil, reference: String? = nil,
         nextAction: String? = nil, reason: String? = nil, createdAt: Date, updatedAt: Date? = nil, manualCapture: Bool = false,
-        amountCaptured: Int? = nil, amountRefunded: Int = 0, authorizationExpiresAt: Date? = nil
+        amountCaptured: Int? = nil, amountRefunded: Int = 0, authorizationExpiresAt: Date? = nil,
+        metadata: Metadata = Metadata()
     ) {
+        self.metadata = metadata
         self.manualCapture = manualCapture
         self.amountCaptured = amountCaptured
         self.amountRefunded = amountRefunded
@@ -173,7 +178,9 @@ public protocol PaymentStore: Sendable {
 
     /// A page of the store's payments (every scope), newest first, with `status` and of the
     /// `customer` (paid through the customer or one of its mandates) when given.
-    func list(_ q: ListQuery, status: PaymentRecord.Status?, customer: String?) async throws(StoreError) -> ListPage<PaymentRecord>
+    func list(
+        _ q: ListQuery, status: PaymentRecord.Status?, customer: String?, metadata: [(key: String, value: String)]
+    ) async throws(StoreError) -> ListPage<PaymentRecord>
 }
 
 /// The payments of a store by state (`PaymentStore.stateCounts(all:)`).
@@ -189,5 +196,12 @@ public struct PaymentStateCounts: Sendable, Equatable {
     public init(byStatus: [PaymentRecord.Status: Int], counted: [PaymentRecord.Status] = PaymentRecord.Status.allCases, oldestProcessing: Date?) {
         self.byStatus = Dictionary(uniqueKeysWithValues: counted.map { ($0, byStatus[$0] ?? 0) })
         self.oldestProcessing = oldestProcessing
+    }
+}
+
+extension PaymentStore {
+    /// A page without a metadata search.
+    public func list(_ q: ListQuery, status: PaymentRecord.Status?, customer: String?) async throws(StoreError) -> ListPage<PaymentRecord> {
+        try await list(q, status: status, customer: customer, metadata: [])
     }
 }

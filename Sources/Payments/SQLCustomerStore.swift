@@ -28,8 +28,9 @@ public final class SQLCustomerStore: CustomerStore, MandateStore {
                 return .referenceTaken
             }
             try await tx.query(
-                "INSERT INTO vault_customers (id, reference, default_instrument, created_at) VALUES (?, ?, ?, ?)",
-                [c.id, c.reference, c.defaultInstrument, c.createdAt])
+                "INSERT INTO vault_customers (id, reference, default_instrument, created_at, metadata) VALUES (?, ?, ?, ?, ?)",
+                [c.id, c.reference, c.defaultInstrument, c.createdAt, c.metadata.column])
+            try await tx.insertMetadata(c.metadata, of: .customer, id: c.id)
             return .created
         }
     }
@@ -52,7 +53,13 @@ public final class SQLCustomerStore: CustomerStore, MandateStore {
 
     public func update(_ id: String, _ change: CustomerChange, uniqueReference: Bool) async throws(StoreError) -> CustomerUpdate {
         try await db.transaction { (tx) throws(StoreError) in
-            guard try await !tx.query("SELECT id FROM vault_customers WHERE id = ?", [id]).isEmpty else { return .customerNotFound }
+            guard let row = try await tx.query("SELECT metadata FROM vault_customers WHERE id = ?", [id]).first else { return .customerNotFound }
+            var metadata: Metadata?
+            if let patch = change.metadata {
+                let merged = try Metadata(column: row.optionalString(0)).merged(with: patch)
+                guard merged.pairs.count <= Metadata.maxKeys else { return .metadataFull }
+                metadata = merged
+            }
             if let instrument = change.defaultInstrument {
                 guard try await !tx.query(
                     "SELECT id FROM vault_instruments WHERE id = ? AND customer = ?", [instrument, id]).isEmpty else { return .instrumentNotFound }
@@ -65,6 +72,10 @@ public final class SQLCustomerStore: CustomerStore, MandateStore {
             }
             if let instrument = change.defaultInstrument {
                 try await tx.query("UPDATE vault_customers SET default_instrument = ? WHERE id = ?", [instrument, id])
+            }
+            if let metadata {
+                try await tx.query("UPDATE vault_customers SET metadata = ? WHERE id = ?", [metadata.column, id])
+                try await tx.replaceMetadata(metadata, of: .customer, id: id)
             }
             return .updated
         }
@@ -107,9 +118,8 @@ public final class SQLCustomerStore: CustomerStore, MandateStore {
     }
 
     public func customer(_ id: String) async throws(StoreError) -> CustomerRecord? {
-        guard let r = try await db.query(
-            "SELECT id, reference, default_instrument, created_at FROM vault_customers WHERE id = ?", [id]).first else { return nil }
-        return CustomerRecord(id: try r.string(0), reference: r.optionalString(1), defaultInstrument: r.optionalString(2), createdAt: try r.date(3))
+        guard let r = try await db.query("SELECT \(Self.customerColumns) FROM vault_customers WHERE id = ?", [id]).first else { return nil }
+        return try Self.customer(r)
     }
 
     public func instruments(of customer: String) async throws(StoreError) -> [InstrumentRecord] {
@@ -156,11 +166,16 @@ public final class SQLCustomerStore: CustomerStore, MandateStore {
         }
     }
 
-    public func list(_ q: ListQuery) async throws(StoreError) -> ListPage<CustomerRecord> {
-        try await db.page("vault_customers", columns: "id, reference, default_instrument, created_at", filters: [], q).map {
-            (r) throws(StoreError) in
-            CustomerRecord(id: try r.string(0), reference: r.optionalString(1), defaultInstrument: r.optionalString(2), createdAt: try r.date(3))
-        }
+    public func list(_ q: ListQuery, metadata: [(key: String, value: String)]) async throws(StoreError) -> ListPage<CustomerRecord> {
+        try await db.page("vault_customers", columns: Self.customerColumns, filters: Metadata.filters(metadata, owner: .customer), q).map(Self.customer)
+    }
+
+    static let customerColumns = "id, reference, default_instrument, created_at, metadata"
+
+    static func customer(_ r: SQLRow) throws(StoreError) -> CustomerRecord {
+        CustomerRecord(
+            id: try r.string(0), reference: r.optionalString(1), defaultInstrument: r.optionalString(2), createdAt: try r.date(3),
+            metadata: try Metadata(column: r.optionalString(4)))
     }
 
     public func listInstruments(_ q: ListQuery, fingerprint: String?, customer: String?) async throws(StoreError) -> ListPage<InstrumentRecord> {

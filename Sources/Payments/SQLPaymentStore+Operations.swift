@@ -1,5 +1,6 @@
 import Foundation
 import Store
+import VaultCrypto
 
 /// Captures, cancels and refunds (`PaymentOperationStore`) over the same database as payments:
 /// `vault_payment_operations`, changed in one transaction with the payment row they affect. On
@@ -8,7 +9,7 @@ import Store
 /// write transactions are serialized already.
 extension SQLPaymentStore: PaymentOperationStore {
     static let operationColumns = """
-        id, payment_id, kind, scope, idempotency_key, request, amount, currency, status, code, reference, created_at, updated_at
+        id, payment_id, kind, scope, idempotency_key, request, amount, currency, status, code, reference, created_at, updated_at, metadata
         """
 
     public func beginOperation(_ op: PaymentOperation, now: Date) async throws(StoreError) -> OperationBegin {
@@ -23,9 +24,10 @@ extension SQLPaymentStore: PaymentOperationStore {
             let payment = try Self.payment(row)
             if let refusal = try await Self.check(op, against: payment, in: tx, now: now) { return .refused(refusal) }
             try await tx.query(
-                "INSERT INTO vault_payment_operations (\(Self.operationColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO vault_payment_operations (\(Self.operationColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [op.id, op.paymentID, op.kind.rawValue, op.scope, op.idempotencyKey, op.request, op.amount, op.currency, op.status.rawValue,
-                 op.code, op.reference, op.createdAt, op.updatedAt])
+                 op.code, op.reference, op.createdAt, op.updatedAt, op.metadata.column])
+            try await tx.insertMetadata(op.metadata, of: .refund, id: op.id)
             return .created
         }
     }
@@ -139,6 +141,7 @@ extension SQLPaymentStore: PaymentOperationStore {
         return PaymentOperation(
             id: try r.string(0), paymentID: try r.string(1), kind: kind, scope: try r.string(3), idempotencyKey: try r.string(4),
             request: try r.string(5), amount: try r.int(6), currency: try r.string(7), status: status, code: r.optionalString(9),
-            reference: r.optionalString(10), createdAt: try r.date(11), updatedAt: try r.date(12))
+            reference: r.optionalString(10), createdAt: try r.date(11), updatedAt: try r.date(12),
+            metadata: try Metadata(column: r.optionalString(13)))
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Store
+import VaultCrypto
 
 /// Payments and checkout sessions over the vault's `Database`, on either backend: the embedded
 /// SQLite file or the PostgreSQL database every sidecar of the store shares. Each change is one
@@ -16,22 +17,33 @@ public final class SQLPaymentStore: PaymentStore, SessionStore {
 
     static let columns = """
         id, scope, idempotency_key, request, token, single_use, amount, currency, status, code, reference, next_action, reason,
-        created_at, updated_at, capture_method, amount_captured, amount_refunded, authorization_expires_at
+        created_at, updated_at, capture_method, amount_captured, amount_refunded, authorization_expires_at, metadata
         """
 
     public func begin(_ r: PaymentRecord) async throws(StoreError) -> PaymentBegin {
         let values: [any SQLBindable] = [
             r.id, r.scope, r.idempotencyKey, r.request, r.token, r.singleUse, r.amount, r.currency, r.status.rawValue, r.code,
             r.reference, r.nextAction, r.reason, r.createdAt, r.updatedAt, (r.manualCapture ? "manual" : nil) as String?, r.amountCaptured,
-            r.amountRefunded, r.authorizationExpiresAt,
+            r.amountRefunded, r.authorizationExpiresAt, r.metadata.column,
         ]
+        let sql = """
+            INSERT INTO vault_payments (\(Self.columns), customer)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, COALESCE(?, (SELECT customer FROM vault_mandates WHERE id = ?)))
+            ON CONFLICT (scope, idempotency_key) DO NOTHING RETURNING id
+            """
+        let arguments = values + Self.customerSource(of: r.request)
         let inserted: Bool
         do throws(StoreError) {
-            inserted = try await !db.write("""
-                INSERT INTO vault_payments (\(Self.columns), customer)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, COALESCE(?, (SELECT customer FROM vault_mandates WHERE id = ?)))
-                ON CONFLICT (scope, idempotency_key) DO NOTHING RETURNING id
-                """, values + Self.customerSource(of: r.request)).isEmpty
+            if r.metadata.isEmpty {
+                inserted = try await !db.write(sql, arguments).isEmpty
+            } else {
+                // The payment and its metadata's search rows commit together (before the gateway is called).
+                inserted = try await db.transaction { (tx) throws(StoreError) -> Bool in
+                    guard try await !tx.query(sql, arguments).isEmpty else { return false }
+                    try await tx.insertMetadata(r.metadata, of: .payment, id: r.id)
+                    return true
+                }
+            }
         } catch where error.code == .duplicate {
             // Two requests under one key racing from two sidecars: the loser's insert can trip the
             // single-use token index (not the key's) while the winner commits. If the key's
@@ -121,7 +133,8 @@ public final class SQLPaymentStore: PaymentStore, SessionStore {
             singleUse: try r.bool(5), amount: try r.int(6), currency: try r.string(7), status: status, code: r.optionalString(9),
             reference: r.optionalString(10), nextAction: r.optionalString(11), reason: r.optionalString(12), createdAt: try r.date(13),
             updatedAt: try r.date(14), manualCapture: r.optionalString(15) == "manual", amountCaptured: r.optionalInt(16),
-            amountRefunded: r.optionalInt(17) ?? 0, authorizationExpiresAt: r.optionalDate(18))
+            amountRefunded: r.optionalInt(17) ?? 0, authorizationExpiresAt: r.optionalDate(18),
+            metadata: try Metadata(column: r.optionalString(19)))
     }
 
     // MARK: Sessions

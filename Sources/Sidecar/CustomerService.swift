@@ -27,9 +27,14 @@ public struct CustomerService: Sendable {
 
     /// Makes a customer; with an idempotency key (`key`, in the caller's `scope`), a retry of the
     /// same request answers the customer made the first time (`replayed`), as it is now.
-    public func create(reference: String?, key: String? = nil, scope: String = "global") async throws(VaultError) -> (CustomerRecord, replayed: Bool) {
-        let c = CustomerRecord(id: RandomID.make(prefix: "cus_"), reference: reference, createdAt: now())
-        let claim = key.map { CreateClaim(scope: scope, kind: "customer", key: $0, requestHash: CreateClaim.requestHash(["reference": reference])) }
+    public func create(
+        reference: String?, metadata: Metadata = Metadata(), key: String? = nil, scope: String = "global"
+    ) async throws(VaultError) -> (CustomerRecord, replayed: Bool) {
+        let metadata = metadata.droppingEmptyValues
+        let c = CustomerRecord(id: RandomID.make(prefix: "cus_"), reference: reference, createdAt: now(), metadata: metadata)
+        // Metadata is part of the request a key stands for only when given (keys made before metadata existed still replay).
+        let fields: [String: String?] = metadata.isEmpty ? ["reference": reference] : ["reference": reference, "metadata": metadata.column]
+        let claim = key.map { CreateClaim(scope: scope, kind: "customer", key: $0, requestHash: CreateClaim.requestHash(fields)) }
         switch try await store({ () throws(StoreError) in try await customers.create(c, claim: claim, uniqueReference: uniqueReference) }) {
         case .created: return (c, false)
         case .replay(let id):
@@ -42,13 +47,14 @@ public struct CustomerService: Sendable {
         }
     }
 
-    /// Changes a customer's reference and/or default instrument.
+    /// Changes a customer's reference, default instrument and/or metadata.
     public func update(_ id: String, _ change: CustomerChange) async throws(VaultError) {
         switch try await store({ () throws(StoreError) in try await customers.update(id, change, uniqueReference: uniqueReference) }) {
         case .updated: return
         case .customerNotFound: throw VaultError(.customerNotFound, "no customer with that id")
         case .instrumentNotFound: throw VaultError(.instrumentNotFound, "this customer has no instrument with that id", field: "default_instrument")
         case .referenceTaken: throw VaultError(.customerReferenceTaken, "another customer has this reference", field: "reference")
+        case .metadataFull: throw VaultError(.metadataInvalid, "metadata has at most \(Metadata.maxKeys) keys", field: "metadata")
         }
     }
 
@@ -63,11 +69,7 @@ public struct CustomerService: Sendable {
     }
 
     /// `{"id","deleted":true,"erased":{"instruments":[…],"mandates_cancelled":[…]}}`.
-    public static func erasureJSON(_ e: CustomerErasure) -> String {
-        "{\"id\":\"\(e.customer)\",\"deleted\":true,\"erased\":{\"instruments\":["
-            + e.instruments.map { "\"\($0)\"" }.joined(separator: ",") + "],\"mandates_cancelled\":["
-            + e.mandatesCancelled.map { "\"\($0)\"" }.joined(separator: ",") + "]}}"
-    }
+    public static func erasureJSON(_ e: CustomerErasure) -> String { AnswerJSON.encode(Answer.Erasure(e)) }
 
     public func customer(_ id: String) async throws(VaultError) -> (CustomerRecord, [InstrumentRecord]) {
         guard let c = try await store({ () throws(StoreError) in try await customers.customer(id) }) else {
@@ -127,15 +129,8 @@ public struct CustomerService: Sendable {
 
     /// A customer's JSON; without `instruments` (nil: lists) the field is left out.
     public static func json(_ c: CustomerRecord, _ instruments: [InstrumentRecord]?) -> String {
-        var out = "{\"id\":\"\(c.id)\",\"reference\":"
-        if let r = c.reference { JSONOut.string(r, into: &out) } else { out += "null" }
-        out += ",\"default_instrument\":" + (c.defaultInstrument.map { "\"\($0)\"" } ?? "null")
-        if let instruments { out += ",\"instruments\":[" + instruments.map(instrumentJSON).joined(separator: ",") + "]" }
-        out += ",\"created_at\":\"\(JSONOut.iso(c.createdAt))\"}"
-        return out
+        AnswerJSON.encode(Answer.Customer(c, instruments))
     }
 
-    public static func instrumentJSON(_ i: InstrumentRecord) -> String {
-        "{\"id\":\"\(i.id)\",\"customer\":\"\(i.customer)\",\"card\":\(i.envelope.card.json),\"created_at\":\"\(JSONOut.iso(i.createdAt))\"}"
-    }
+    public static func instrumentJSON(_ i: InstrumentRecord) -> String { AnswerJSON.encode(Answer.Instrument(i)) }
 }

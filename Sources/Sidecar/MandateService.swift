@@ -104,9 +104,5 @@ public struct MandateService: Sendable {
     /// Idempotency keys of mandate cycles; callers' keys may not start with it.
     public static let keyPrefix = "mandate:"
 
-    public static func json(_ m: MandateRecord) -> String {
-        "{\"id\":\"\(m.id)\",\"status\":\"\(m.status.rawValue)\",\"customer\":\"\(m.customer)\",\"instrument\":\"\(m.instrument)\","
-            + "\"amount\":\(m.amount),\"max_amount\":\(m.maxAmount),\"currency\":\"\(m.currency)\",\"interval\":\"\(m.interval.rawValue)\","
-            + "\"max_cycles\":\(m.maxCycles),\"created_at\":\"\(JSONOut.iso(m.createdAt))\",\"expires_at\":\"\(JSONOut.iso(m.expiresAt))\"}"
-    }
+    public static func json(_ m: MandateRecord) -> String { AnswerJSON.encode(Answer.Mandate(m)) }
 }

@@ -24,9 +24,14 @@ extension PaymentService {
         /// this request is not replayable.
         public var idempotencyKey: String?
         public var scope: String
+        /// A refund's metadata (not part of `canonical`: a replay answers the first refund).
+        public var metadata: Metadata
 
-        public init(kind: PaymentOperation.Kind, paymentID: String, amount: Int? = nil, idempotencyKey: String?, scope: String) {
+        public init(
+            kind: PaymentOperation.Kind, paymentID: String, amount: Int? = nil, idempotencyKey: String?, scope: String, metadata: Metadata = Metadata()
+        ) {
             (self.kind, self.paymentID, self.amount, self.idempotencyKey, self.scope) = (kind, paymentID, amount, idempotencyKey, scope)
+            self.metadata = metadata
         }
 
         /// The canonical form stored with the operation: a replay must match it exactly.
@@ -51,7 +56,7 @@ extension PaymentService {
         let op = PaymentOperation(
             id: RandomID.make(prefix: ask.kind.idPrefix), paymentID: p.id, kind: ask.kind, scope: ask.scope,
             idempotencyKey: ask.idempotencyKey ?? RandomID.make(prefix: "auto_"), request: ask.canonical, amount: amount, currency: p.currency,
-            createdAt: t)
+            createdAt: t, metadata: ask.metadata.droppingEmptyValues)
         switch try await store({ () throws(StoreError) in try await ops.beginOperation(op, now: t) }) {
         case .existing(let existing): return (try await replay(existing, ask), false)
         case .refused(let refusal): throw Self.error(refusal, ask.kind)
@@ -184,18 +189,5 @@ extension PaymentService {
     }
 
     /// A refund as the API shows it (openapi.json `Refund`). No card data.
-    public static func refundJSON(_ op: PaymentOperation) -> String {
-        var out = "{\"id\":\"\(op.id)\",\"object\":\"refund\",\"payment\":\"\(op.paymentID)\",\"status\":\"\(op.status.rawValue)\""
-        out += ",\"amount\":\(op.amount),\"currency\":\"\(op.currency)\""
-        if let code = op.code {
-            out += ",\"failure_code\":"
-            JSONOut.string(code, into: &out)
-        }
-        if let reference = op.reference {
-            out += ",\"reference\":"
-            JSONOut.string(reference, into: &out)
-        }
-        out += ",\"created_at\":\"\(JSONOut.iso(op.createdAt))\",\"updated_at\":\"\(JSONOut.iso(op.updatedAt))\"}"
-        return out
-    }
+    public static func refundJSON(_ op: PaymentOperation) -> String { AnswerJSON.encode(Answer.Refund(op)) }
 }

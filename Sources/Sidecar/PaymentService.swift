@@ -65,8 +65,13 @@ public struct PaymentService: Sendable {
         public var scope: String
         /// False: authorize only (`requires_capture`), captured or canceled later.
         public var capture: Bool
+        /// The payment's metadata (not part of `canonical`: a replay answers the first payment, its metadata as first stored).
+        public var metadata: Metadata
 
-        public init(source: Source, amount: Int, currency: Currency, idempotencyKey: String, scope: String, capture: Bool = true) {
+        public init(
+            source: Source, amount: Int, currency: Currency, idempotencyKey: String, scope: String, capture: Bool = true, metadata: Metadata = Metadata()
+        ) {
+            self.metadata = metadata
             self.capture = capture
             self.source = source
             self.amount = amount
@@ -96,7 +101,8 @@ public struct PaymentService: Sendable {
         let intent = PaymentRecord(
             id: RandomID.make(prefix: "pay_"), scope: request.scope, idempotencyKey: request.idempotencyKey, request: request.canonical,
             token: card.sourceID, singleUse: card.singleUse, amount: request.amount, currency: request.currency.code, createdAt: now(),
-            manualCapture: !request.capture, authorizationExpiresAt: request.capture ? nil : now().addingTimeInterval(authorizationTTL))
+            manualCapture: !request.capture, authorizationExpiresAt: request.capture ? nil : now().addingTimeInterval(authorizationTTL),
+            metadata: request.metadata.droppingEmptyValues)
         switch try await store({ () throws(StoreError) in try await payments.begin(intent) }) {
         case .existing(let existing):
             guard let first = try await replay(existing, request) else {
@@ -405,41 +411,5 @@ public struct PaymentService: Sendable {
     }
 
     /// A payment as the API shows it (README "Payments", openapi.json). No card data.
-    public static func json(_ p: PaymentRecord) -> String {
-        var out = "{\"id\":\"\(p.id)\",\"status\":\"\(p.status.rawValue)\",\"amount\":\(p.amount),\"currency\":\"\(p.currency)\","
-        out += p.token.hasPrefix("ins_") ? "\"instrument\":" : "\"token\":"
-        JSONOut.string(p.token, into: &out)
-        if p.request.hasPrefix("customer=") {
-            out += ",\"customer\":"
-            JSONOut.string(String(p.request.dropFirst(9).prefix { $0 != "&" }), into: &out)
-        }
-        if p.request.hasPrefix("mandate=") {
-            out += ",\"mandate\":"
-            JSONOut.string(String(p.request.dropFirst(8).prefix { $0 != "&" }), into: &out)
-        }
-        out += ",\"capture_method\":\"\(p.manualCapture ? "manual" : "automatic")\",\"amount_captured\":\(p.capturedAmount ?? 0)"
-        out += ",\"amount_refunded\":\(p.amountRefunded)"
-        if p.manualCapture, let expiry = p.authorizationExpiresAt, p.status == .requiresCapture || p.status == .processing {
-            out += ",\"authorization_expires_at\":\"\(JSONOut.iso(expiry))\""
-        }
-        if let code = p.code {
-            switch p.status {
-            case .failed: out += ",\"failure_code\":"
-            case .canceled: out += ",\"cancellation_reason\":"
-            default: out += ",\"decline_code\":"
-            }
-            JSONOut.string(code, into: &out)
-        }
-        if let reference = p.reference {
-            out += ",\"reference\":"
-            JSONOut.string(reference, into: &out)
-        }
-        if let next = p.nextAction { out += ",\"next_action\":" + next }
-        if let reason = p.reason {
-            out += ",\"reason\":"
-            JSONOut.string(reason, into: &out)
-        }
-        out += ",\"created_at\":\"\(JSONOut.iso(p.createdAt))\",\"updated_at\":\"\(JSONOut.iso(p.updatedAt))\"}"
-        return out
-    }
+    public static func json(_ p: PaymentRecord) -> String { AnswerJSON.encode(Answer.Payment(p)) }
 }

@@ -159,15 +159,5 @@ public struct SessionService: Sendable {
         }
     }
 
-    public static func json(_ s: SessionRecord, now: Date = Date()) -> String {
-        let status = s.status == .open && now >= s.expiresAt ? "expired" : s.status.rawValue
-        var out = "{\"id\":\"\(s.id)\",\"status\":\"\(status)\",\"amount\":\(s.amount),\"currency\":\"\(s.currency)\""
-        out += ",\"accepted_brands\":[" + s.acceptedBrands.map { "\"\($0)\"" }.joined(separator: ",") + "]"
-        out += ",\"customer\":"
-        if let c = s.customer { JSONOut.string(c, into: &out) } else { out += "null" }
-        out += ",\"payment\":" + (s.paymentID.map { "\"\($0)\"" } ?? "null")
-        out += ",\"attempts\":\(s.attempts)"
-        out += ",\"created_at\":\"\(JSONOut.iso(s.createdAt))\",\"expires_at\":\"\(JSONOut.iso(s.expiresAt))\"}"
-        return out
-    }
+    public static func json(_ s: SessionRecord, now: Date = Date()) -> String { AnswerJSON.encode(Answer.Session(s, now: now)) }
 }

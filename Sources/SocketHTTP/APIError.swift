@@ -35,16 +35,13 @@ public struct APIError: HTTPResponseError, Sendable {
     }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
-        var body = "{\"error\":{\"code\":"
-        JSONOut.string(code.rawValue, into: &body)
-        body += ",\"message\":"
-        JSONOut.string(message, into: &body)
-        if let field {
-            body += ",\"field\":"
-            JSONOut.string(field, into: &body)
-        }
-        body += "}}"
-        return JSONOut.response(status, body)
+        JSONOut.response(status, AnswerJSON.encode(Body(error: .init(code: code.rawValue, message: message, field: field))))
+    }
+
+    /// The `Error` schema: `{"error":{"code","message","field"?}}`.
+    struct Body: Encodable, Sendable {
+        struct Detail: Encodable, Sendable { let code: String, message: String, field: String? }
+        let error: Detail
     }
 }
 

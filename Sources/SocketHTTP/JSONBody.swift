@@ -124,6 +124,49 @@ public enum RequestFields {
         return value
     }
 
+    /// A `metadata` object (README "Metadata"): string keys of 1 to `Metadata.maxKeyLength`
+    /// characters, string values of at most `Metadata.maxValueLength`, at most `Metadata.maxKeys`
+    /// pairs, else `METADATA_INVALID`; a card number in a key or value (`freeText`'s rule) is
+    /// `REQUEST_FIELD_CARD_NUMBER` naming `metadata[key]` (or `metadata` when the key holds it),
+    /// never echoing it. A value `""` stays in the result: an update removes that key with it, a
+    /// create stores nothing for it.
+    public static func metadata(_ r: inout JSONReader) throws(VaultError) -> Metadata {
+        guard r.peekValueStart() == UInt8(ascii: "{") else {
+            throw VaultError(.metadataInvalid, "metadata is an object of string keys and string values", field: "metadata")
+        }
+        var pairs: [String: String] = [:]
+        try r.readObject { (r, key) throws(VaultError) in
+            guard !CardNumberScanner.containsCardNumber(key) else {
+                throw VaultError(.requestFieldCardNumber, "a metadata key looks like it holds a card number; card numbers go only in card.number", field: "metadata")
+            }
+            let field = "metadata[\(JSONReader.printable(key))]"
+            guard !key.isEmpty, key.count <= Metadata.maxKeyLength else {
+                throw VaultError(.metadataInvalid, "a metadata key is 1 to \(Metadata.maxKeyLength) characters", field: "metadata")
+            }
+            guard r.peekValueStart() == UInt8(ascii: "\"") else {
+                throw VaultError(.metadataInvalid, "metadata values are strings", field: field)
+            }
+            let value = try r.readString(maxBytes: Metadata.maxValueLength * 4)
+            guard value.count <= Metadata.maxValueLength else {
+                throw VaultError(.metadataInvalid, "a metadata value is at most \(Metadata.maxValueLength) characters", field: field)
+            }
+            _ = try metadataText(value, field: field)
+            guard pairs.count < Metadata.maxKeys else {
+                throw VaultError(.metadataInvalid, "metadata has at most \(Metadata.maxKeys) keys", field: "metadata")
+            }
+            pairs[key] = value
+        }
+        return Metadata(pairs)
+    }
+
+    /// A metadata value (or a `metadata[key]` search value): never a card number.
+    public static func metadataText(_ value: String, field: String) throws(VaultError) -> String {
+        guard !CardNumberScanner.containsCardNumber(value) else {
+            throw VaultError(.requestFieldCardNumber, "\(field) looks like it holds a card number; card numbers go only in card.number", field: field)
+        }
+        return value
+    }
+
     /// A positive amount in minor units (at most `Currency.maximumAmount`).
     public static func amount(_ r: inout JSONReader, field: String = "amount") throws(VaultError) -> Int {
         let v = try r.readInt()

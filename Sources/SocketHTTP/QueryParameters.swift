@@ -1,3 +1,4 @@
+import CardRules
 import Foundation
 import Hummingbird
 import VaultCrypto
@@ -13,11 +14,12 @@ public struct QueryParameters: Sendable {
     let values: [String: String]
 
     /// The parameters of `request`, each one of `allowed`.
-    public init(_ request: Request, allowed: Set<String>) throws(APIError) {
-        try self.init(query: request.uri.query ?? "", allowed: allowed)
+    public init(_ request: Request, allowed: Set<String>, metadata: Bool = false) throws(APIError) {
+        try self.init(query: request.uri.query ?? "", allowed: allowed, metadata: metadata)
     }
 
-    public init(query: String, allowed: Set<String>) throws(APIError) {
+    /// With `metadata`, `metadata[key]=value` searches are allowed too (`metadataSearch`).
+    public init(query: String, allowed: Set<String>, metadata: Bool = false) throws(APIError) {
         guard query.utf8.count <= Self.maxBytes else {
             throw APIError(.requestFieldInvalid, "the query string is at most \(Self.maxBytes) bytes")
         }
@@ -27,10 +29,10 @@ public struct QueryParameters: Sendable {
             guard let name = Self.decode(parts[0]), let value = Self.decode(parts.count > 1 ? parts[1] : "") else {
                 throw APIError(.requestFieldInvalid, "the query string is not percent-encoded UTF-8")
             }
-            guard allowed.contains(name) else {
+            guard allowed.contains(name) || (metadata && Self.isMetadataName(name)) else {
                 // The name is the caller's free text (it could be a card number): only its
                 // letters are echoed, never its digits, in the message and the field alike.
-                let known = allowed.sorted().joined(separator: ", ")
+                let known = (allowed.sorted() + (metadata ? ["metadata[key]"] : [])).joined(separator: ", ")
                 let shown = JSONReader.printable(name)
                 throw APIError(.requestFieldUnknown, "unknown query parameter \(shown) (this route has \(known))", field: shown.isEmpty ? nil : shown)
             }
@@ -38,6 +40,33 @@ public struct QueryParameters: Sendable {
             values[name] = value
         }
         self.values = values
+    }
+
+    static func isMetadataName(_ name: String) -> Bool { name.hasPrefix("metadata[") && name.hasSuffix("]") }
+
+    /// The `metadata[key]=value` pairs (README "Metadata": objects whose metadata holds every
+    /// pair), checked as stored metadata is: `METADATA_INVALID` past its bounds,
+    /// `REQUEST_FIELD_CARD_NUMBER` for a card number in a key or value (never echoed).
+    public func metadataSearch() throws(APIError) -> [(key: String, value: String)] {
+        var out: [(key: String, value: String)] = []
+        for (name, value) in values where Self.isMetadataName(name) {
+            let key = String(name.dropFirst(9).dropLast())
+            do throws(VaultError) {
+                guard !CardNumberScanner.containsCardNumber(key) else {
+                    throw VaultError(.requestFieldCardNumber, "a metadata key looks like it holds a card number", field: "metadata")
+                }
+                let field = "metadata[\(JSONReader.printable(key))]"
+                guard !key.isEmpty, key.count <= Metadata.maxKeyLength, !value.isEmpty, value.count <= Metadata.maxValueLength else {
+                    throw VaultError(
+                        .metadataInvalid, "metadata[key]=value: a key of 1 to \(Metadata.maxKeyLength) characters, a value of 1 to \(Metadata.maxValueLength)",
+                        field: field)
+                }
+                out.append((key, try RequestFields.metadataText(value, field: field)))
+            } catch {
+                throw APIError(error)
+            }
+        }
+        return out.sorted { $0.key < $1.key }
     }
 
     static func decode(_ s: Substring) -> String? {

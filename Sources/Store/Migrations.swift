@@ -60,7 +60,7 @@ extension Database {
 
 /// The schema, as one list for both backends (docs/configuration.md "The store").
 public enum Migrations {
-    public static let all: [Migration] = [base, ledger, cvcColumnsGone, lifecycle, createsAndReferences, listing, events]
+    public static let all: [Migration] = [base, ledger, cvcColumnsGone, lifecycle, createsAndReferences, listing, metadata, events]
 
     /// Every table the vault had when the store layer became one (tokens, payments, sessions,
     /// customers, instruments, mandates). `IF NOT EXISTS` throughout: a PostgreSQL store made
@@ -303,6 +303,43 @@ public enum Migrations {
             "CREATE INDEX vault_tokens_list_fingerprint ON vault_tokens (fingerprint, created_at, token) WHERE fingerprint IS NOT NULL",
             "CREATE INDEX vault_instruments_fingerprint ON vault_instruments (fingerprint, created_at, id) WHERE fingerprint IS NOT NULL",
         ]
+    }
+
+    /// Metadata (README "Metadata", `Store.Metadata`): a `metadata` JSON column on tokens,
+    /// payments, payment operations (refunds) and customers, read with the row; and
+    /// `vault_metadata`, one row per pair, whose index `(object_type, key, value, object_id)`
+    /// serves `metadata[key]=value` searches. Deleting an object deletes its pairs (a trigger per
+    /// table, both backends: purges, erasures and consumed tokens leave none behind).
+    static let metadata = Migration("0007-metadata") { (d: Dialect) in
+        let owners = [("vault_tokens", "token", "token"), ("vault_payments", "payment", "id"), ("vault_payment_operations", "refund", "id"),
+                      ("vault_customers", "customer", "id")]
+        var statements = owners.map { "ALTER TABLE \($0.0) ADD COLUMN metadata TEXT" }
+        statements += [
+            """
+            CREATE TABLE vault_metadata (
+                object_type TEXT NOT NULL, object_id TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+                PRIMARY KEY (object_type, object_id, key))
+            """,
+            "CREATE INDEX vault_metadata_search ON vault_metadata (object_type, key, value, object_id)",
+        ]
+        for (table, owner, id) in owners {
+            if d.backend == .sqlite {
+                statements.append("""
+                    CREATE TRIGGER \(table)_metadata_forget AFTER DELETE ON \(table)
+                    BEGIN DELETE FROM vault_metadata WHERE object_type = '\(owner)' AND object_id = OLD.\(id); END
+                    """)
+            } else {
+                statements.append("""
+                    CREATE FUNCTION \(table)_metadata_forget() RETURNS trigger LANGUAGE plpgsql AS $$
+                    BEGIN DELETE FROM vault_metadata WHERE object_type = '\(owner)' AND object_id = OLD.\(id); RETURN OLD; END $$
+                    """)
+                statements.append("""
+                    CREATE TRIGGER \(table)_metadata_forget AFTER DELETE ON \(table)
+                    FOR EACH ROW EXECUTE FUNCTION \(table)_metadata_forget()
+                    """)
+            }
+        }
+        return statements
     }
 
     /// A SQLite store made before the store layer (GRDB's named migrations, tables without the

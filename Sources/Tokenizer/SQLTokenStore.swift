@@ -1,5 +1,6 @@
 import Foundation
 import Store
+import VaultCrypto
 
 /// The token store over the vault's `Database`, on either backend: the embedded SQLite file (WAL,
 /// `synchronous = FULL`) or the PostgreSQL database several sidecars share. A token is
@@ -26,7 +27,19 @@ public final class SQLTokenStore: TokenStore {
     /// Stores a token. Concurrent inserts share one transaction (group commit): each caller
     /// returns only after the commit that holds its row is durable, and one commit serves them all.
     public func insert(_ record: TokenRecord) async throws(StoreError) {
-        if let failure = await batcher.submit(StoredToken(record).values) { throw failure }
+        let stored = StoredToken(record)
+        guard !record.metadata.isEmpty else {
+            if let failure = await batcher.submit(stored.values) { throw failure }
+            return
+        }
+        // With metadata: the row and its search rows in one transaction of their own (a token
+        // without metadata, the usual one, costs no statement more than before).
+        try await db.transaction { (tx) throws(StoreError) in
+            guard try await !tx.query(GroupCommit.insertSQL, stored.values).isEmpty else {
+                throw StoreError(.tokenExists, "a token with that id exists")
+            }
+            try await tx.insertMetadata(record.metadata, of: .token, id: record.token)
+        }
     }
 
     public func get(_ token: String, now: Date) async throws(StoreError) -> TokenRecord? {
@@ -60,11 +73,12 @@ public final class SQLTokenStore: TokenStore {
         return PurgeResult(tokensDeleted: deleted.count, cvcsDropped: 0)
     }
 
-    public func list(_ q: ListQuery, fingerprint: String?, now: Date) async throws(StoreError) -> ListPage<TokenRecord> {
+    public func list(_ q: ListQuery, fingerprint: String?, metadata: [(key: String, value: String)], now: Date) async throws(StoreError) -> ListPage<TokenRecord> {
         // `+expires_at`: not an index to walk (SQLite would take the expiry index and sort every
         // live token for each page); the order's index is walked and expired rows skipped.
         var filters: [(String, [any SQLBindable])] = [("+expires_at > ?", [now])]
         if let fingerprint { filters.append(("fingerprint = ?", [fingerprint])) }
+        filters += Metadata.filters(metadata, owner: .token, idColumn: "token")
         return try await db.page("vault_tokens", idColumn: "token", columns: StoredToken.selectColumns, filters: filters, q).map {
             (row) throws(StoreError) in try StoredToken(row: row).record()
         }
@@ -90,7 +104,7 @@ final class GroupCommit: @unchecked Sendable {
     /// Largest batch in one transaction (bounds the latency a commit adds to its first row).
     static let maxBatch = 256
     static let insertSQL = """
-        INSERT INTO vault_tokens (\(StoredToken.insertColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+        INSERT INTO vault_tokens (\(StoredToken.insertColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         ON CONFLICT (token) DO NOTHING RETURNING token
         """
 

@@ -13,11 +13,12 @@ struct StoredToken: Sendable {
     var createdAt: Date
     var expiresAt: Date
     var singleUse: Bool
+    var metadata: Metadata
 
     /// The columns `values` binds, in order.
-    static let insertColumns = "token, envelope, brand, bin, last4, fingerprint, created_at, expires_at, single_use"
+    static let insertColumns = "token, envelope, brand, bin, last4, fingerprint, created_at, expires_at, single_use, metadata"
     /// The columns `init(row:)` reads, in order.
-    static let selectColumns = "token, envelope, fingerprint, created_at, expires_at, single_use"
+    static let selectColumns = "token, envelope, fingerprint, created_at, expires_at, single_use, metadata"
 
     init(_ r: TokenRecord) {
         token = r.token
@@ -31,6 +32,7 @@ struct StoredToken: Sendable {
         createdAt = r.createdAt
         expiresAt = r.expiresAt
         singleUse = r.singleUse
+        metadata = r.metadata
     }
 
     /// A row read with `selectColumns` (the metadata columns are for lookups: the envelope has it).
@@ -44,11 +46,12 @@ struct StoredToken: Sendable {
         createdAt = try row.date(3)
         expiresAt = try row.date(4)
         singleUse = try row.bool(5)
+        metadata = try Metadata(column: row.optionalString(6))
     }
 
     /// The values of `insertColumns`.
     var values: [SQLValue] {
-        let columns: [any SQLBindable] = [token, envelope, brand, bin, last4, fingerprint, createdAt, expiresAt, singleUse]
+        let columns: [any SQLBindable] = [token, envelope, brand, bin, last4, fingerprint, createdAt, expiresAt, singleUse, metadata.column]
         return columns.map(\.sqlValue)
     }
 
@@ -62,6 +65,6 @@ struct StoredToken: Sendable {
         }
         return TokenRecord(
             token: token, envelope: env, cvcField: nil, createdAt: createdAt, expiresAt: expiresAt,
-            cvcExpiresAt: nil, singleUse: singleUse, fingerprint: fingerprint)
+            cvcExpiresAt: nil, singleUse: singleUse, fingerprint: fingerprint, metadata: metadata)
     }
 }

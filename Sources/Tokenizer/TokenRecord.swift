@@ -24,12 +24,15 @@ public struct TokenRecord: Sendable, Equatable {
     public var singleUse: Bool
     /// The card's fingerprint as the gateway computed it (nil: not yet known).
     public var fingerprint: String?
+    /// The caller's metadata (README "Metadata").
+    public var metadata: Metadata
 
     /// A record.
     public init(
         token: String, envelope: CardEnvelope, cvcField: String?, createdAt: Date, expiresAt: Date,
-        cvcExpiresAt: Date?, singleUse: Bool, fingerprint: String? = nil
+        cvcExpiresAt: Date?, singleUse: Bool, fingerprint: String? = nil, metadata: Metadata = Metadata()
     ) {
+        self.metadata = metadata
         self.token = token
         self.envelope = envelope
         self.cvcField = cvcField

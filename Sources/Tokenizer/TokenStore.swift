@@ -34,8 +34,8 @@ public protocol TokenStore: Sendable {
     func ping() async throws(StoreError)
 
     /// A page of the tokens live at `now`, newest first, of the card with `fingerprint` (the
-    /// gateway's fingerprint column) when given.
-    func list(_ q: ListQuery, fingerprint: String?, now: Date) async throws(StoreError) -> ListPage<TokenRecord>
+    /// gateway's fingerprint column) when given, whose metadata holds every pair of `metadata`.
+    func list(_ q: ListQuery, fingerprint: String?, metadata: [(key: String, value: String)], now: Date) async throws(StoreError) -> ListPage<TokenRecord>
 }
 
 /// What a purge removed.
@@ -49,5 +49,12 @@ public struct PurgeResult: Sendable, Equatable {
     public init(tokensDeleted: Int, cvcsDropped: Int) {
         self.tokensDeleted = tokensDeleted
         self.cvcsDropped = cvcsDropped
+    }
+}
+
+extension TokenStore {
+    /// A page without a metadata search.
+    public func list(_ q: ListQuery, fingerprint: String?, now: Date) async throws(StoreError) -> ListPage<TokenRecord> {
+        try await list(q, fingerprint: fingerprint, metadata: [], now: now)
     }
 }

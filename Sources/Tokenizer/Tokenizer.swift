@@ -56,11 +56,11 @@ public struct Tokenizer: Sendable {
     /// Validates and seals a raw card, then stores it.
     /// - Throws: the card-rule and card-input codes of `CardEnvelope.seal`; `TOKEN_EXISTS`,
     ///   `STORE_UNAVAILABLE` from the store.
-    public func tokenize(_ card: CardData) async throws(VaultError) -> TokenRecord {
+    public func tokenize(_ card: CardData, metadata: Metadata = Metadata()) async throws(VaultError) -> TokenRecord {
         let t = now()
         let month = CalendarMonth(date: t)
         let envelope = try CardEnvelope.seal(card, to: keys.snapshot.primary, validator: validator, now: month)
-        return try await store(envelope, at: t, sealedHere: true)
+        return try await store(envelope, at: t, sealedHere: true, metadata: metadata)
     }
 
     /// Stores an envelope sealed elsewhere (by a caller with the public key).
@@ -71,7 +71,7 @@ public struct Tokenizer: Sendable {
     /// when it opens the envelope.
     /// - Throws: `KEY_MISMATCH` for a kid the key ring does not list, `KEY_RETIRED` for a retired
     ///   one, `ENVELOPE_METADATA_INVALID`, card-rule codes, store codes.
-    public func tokenize(envelope: CardEnvelope) async throws(VaultError) -> TokenRecord {
+    public func tokenize(envelope: CardEnvelope, metadata: Metadata = Metadata()) async throws(VaultError) -> TokenRecord {
         switch keys.snapshot.statuses[envelope.kid] {
         case nil:
             throw VaultError(.keyMismatch, "the envelope is sealed to key \(envelope.kid), which this vault's key ring does not list", field: "envelope.kid")
@@ -108,7 +108,7 @@ public struct Tokenizer: Sendable {
         if let code = expiry.validate(now: CalendarMonth(date: t)) {
             throw VaultError(ErrorCode(cardRules: code), "the card's expiry is not usable", field: "envelope.card.exp_year")
         }
-        return try await store(envelope, at: t, sealedHere: false)
+        return try await store(envelope, at: t, sealedHere: false, metadata: metadata)
     }
 
     /// The record of a live token.
@@ -131,10 +131,10 @@ public struct Tokenizer: Sendable {
     /// A page of live tokens, newest first (README "Listing and search"), each as `record` shows
     /// it; of the card with the gateway's `fingerprint` when given.
     /// - Throws: store codes.
-    public func list(_ q: ListQuery, fingerprint: String?) async throws(VaultError) -> ListPage<TokenRecord> {
+    public func list(_ q: ListQuery, fingerprint: String?, metadata: [(key: String, value: String)] = []) async throws(VaultError) -> ListPage<TokenRecord> {
         let t = now()
         let page: ListPage<TokenRecord>
-        do throws(StoreError) { page = try await store.list(q, fingerprint: fingerprint, now: t) } catch { throw VaultError(store: error) }
+        do throws(StoreError) { page = try await store.list(q, fingerprint: fingerprint, metadata: metadata, now: t) } catch { throw VaultError(store: error) }
         guard case .page(var items, let hasMore) = page else { return page }
         for i in items.indices {
             if let held = cvcs.field(for: items[i].token, sealedKey: items[i].envelope.sealedKey, now: t) {
@@ -205,14 +205,14 @@ public struct Tokenizer: Sendable {
     /// `sealedHere`: the sidecar sealed it from a raw card. A refusal by the gateway is then not
     /// the caller's doing (a gateway that does not open the primary yet): the token is stored and
     /// its fingerprint filled in later; a caller's envelope that the gateway refuses is refused.
-    private func store(_ envelope: CardEnvelope, at t: Date, sealedHere: Bool) async throws(VaultError) -> TokenRecord {
+    private func store(_ envelope: CardEnvelope, at t: Date, sealedHere: Bool, metadata: Metadata) async throws(VaultError) -> TokenRecord {
         let cvc = envelope.fields[.cvc]
         let stored = envelope.droppingCVC()
         let fingerprint = try await fingerprint(of: stored, refusalIsFinal: !sealedHere)
         let record = TokenRecord(
             token: RandomID.make(prefix: "tok_"), envelope: stored, cvcField: cvc, createdAt: t,
             expiresAt: t.addingTimeInterval(policy.tokenTTL), cvcExpiresAt: cvc == nil ? nil : t.addingTimeInterval(policy.cvcTTL),
-            singleUse: policy.singleUse, fingerprint: fingerprint)
+            singleUse: policy.singleUse, fingerprint: fingerprint, metadata: metadata.droppingEmptyValues)
         // The store gets the record without its CVC; the CVC is held in memory only.
         do throws(StoreError) { try await store.insert(record) } catch { throw VaultError(store: error) }
         if let cvc, let expires = record.cvcExpiresAt {

@@ -103,6 +103,7 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
     case requestFieldInvalid = "REQUEST_FIELD_INVALID"
     case requestAmbiguous = "REQUEST_AMBIGUOUS"
     case requestFieldCardNumber = "REQUEST_FIELD_CARD_NUMBER"
+    case metadataInvalid = "METADATA_INVALID"
     case bodyTooLarge = "BODY_TOO_LARGE"
     case unsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE"
     case routeNotFound = "ROUTE_NOT_FOUND"
@@ -309,6 +310,7 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
         case .requestFieldInvalid: Self.e(422, .invalidInput, "a request field of the wrong form")
         case .requestAmbiguous: Self.e(422, .invalidInput, "both `card` and `envelope` given")
         case .requestFieldCardNumber: Self.e(422, .invalidInput, "a field that is not a card field holds what looks like a card number")
+        case .metadataInvalid: Self.e(422, .invalidInput, "`metadata` out of its bounds (pairs, key or value length) or not string to string")
         case .bodyTooLarge: Self.e(413, .invalidInput, "a request body over its limit")
         case .unsupportedMediaType: Self.e(415, .invalidInput, "a body that is not `application/json`")
         case .routeNotFound: Self.e(404, .invalidInput, "no route has this path")

@@ -290,6 +290,32 @@ try:
     _, _, refunds = call("GET", f"/v1/refunds?payment={pa['id']}&status=succeeded", expect=200)
     if not (isinstance(refunds, dict) and {r["id"] for r in refunds["data"]} >= {re1["id"]}):
         problems.append(f"refunds of a payment: {refunds}")
+    # Metadata: given on each create, answered, merged on a customer update, searched; its
+    # bounds and a card number in it refused (README "Metadata").
+    _, _, tm = call("POST", "/v1/tokens", {"card": card("4242424242424242"), "metadata": {"order": "A-1042"}}, expect=201)
+    _, _, found = call("GET", "/v1/tokens?metadata[order]=A-1042", expect=200)
+    if not (isinstance(found, dict) and [o["token"] for o in found["data"]] == [tm["token"]] and found["data"][0]["metadata"] == {"order": "A-1042"}):
+        problems.append(f"tokens by metadata: {found}")
+    _, _, pm = call("POST", "/v1/payments", {"token": tm["token"], "amount": 800, "currency": "EUR", "idempotency_key": "pay-meta",
+                                             "metadata": {"order": "A-1042", "shop": "eu"}}, expect=201)
+    call("POST", "/v1/refunds", {"payment": pm["id"], "amount": 100, "metadata": {"reason": "damaged"}}, expect=201)
+    _, _, cm = call("POST", "/v1/customers", {"metadata": {"tier": "vip"}}, expect=201)
+    _, _, cu2 = call("POST", f"/v1/customers/{cm['id']}", {"metadata": {"tier": "", "crm": "7"}}, expect=200)
+    if not (isinstance(cu2, dict) and cu2.get("metadata") == {"crm": "7"}):
+        problems.append(f"customer metadata merge: {cu2}")
+    for path, want in (("/v1/payments?metadata%5Border%5D=A-1042&metadata[shop]=eu", pm["id"]),
+                       ("/v1/customers?metadata[crm]=7", cm["id"])):
+        _, _, found = call("GET", path, expect=200)
+        if not (isinstance(found, dict) and [o.get("id") or o.get("token") for o in found["data"]] == [want]):
+            problems.append(f"GET {path}: {found}")
+    _, _, found = call("GET", "/v1/refunds?metadata[reason]=damaged", expect=200)
+    if not (isinstance(found, dict) and len(found["data"]) == 1 and found["data"][0]["metadata"] == {"reason": "damaged"}):
+        problems.append(f"refunds by metadata: {found}")
+    call("POST", "/v1/tokens", {"card": card("4242424242424242"), "metadata": {"k": "v" * 501}}, expect=422)
+    _, _, b = call("POST", "/v1/customers", {"metadata": {"note": "4242 4242 4242 4242"}}, expect=422)
+    if not (isinstance(b, dict) and b["error"]["code"] == "REQUEST_FIELD_CARD_NUMBER" and "4242" not in json.dumps(b)):
+        problems.append(f"a card number in metadata: {b}")
+    call("GET", "/v1/payments?metadata[order]=", expect=422)
     _, _, t7 = call("POST", "/v1/tokens", {"card": card("4242424242424242")}, expect=201)
     fp = None
     for _ in range(100):

@@ -195,7 +195,8 @@ import VaultCrypto
                 """, [id, "k\(i)", request, instrument, t.addingTimeInterval(Double(i)), t])
         }
         try await h.db.migrate()
-        #expect(try await h.db.appliedMigrations() == Migrations.all.map(\.name))
+        // 0006 is applied again after the later ones it was removed from between.
+        #expect(try await h.db.appliedMigrations().sorted() == Migrations.all.map(\.name))
         let payments = SQLPaymentStore(database: h.db)
         let theirs = try await payments.list(ListQuery(), status: nil, customer: customer.id)
         #expect(theirs == .page([try #require(try await payments.get(ids[1])), try #require(try await payments.get(ids[0]))], hasMore: false))

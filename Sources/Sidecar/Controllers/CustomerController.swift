@@ -43,34 +43,37 @@ struct CustomerController: Sendable {
         return customers
     }
 
-    /// An empty body, or `{"reference":"…","idempotency_key":"…"}` (or the `Idempotency-Key`
+    /// An empty body, or `{"reference":"…","metadata":{…},"idempotency_key":"…"}` (or the `Idempotency-Key`
     /// header) → 201 with the customer; a retry of the same request with the same key → 200 with
     /// the customer it made, marked `Idempotent-Replayed: true`.
     func create(_ request: Request) async throws -> Response {
         let service = try service()
         let header = try RequestFields.idempotencyKeyHeader(request, reservedPrefix: MandateService.keyPrefix)
-        var reference: String?, bodyKey: String?
+        var reference: String?, bodyKey: String?, metadata = Metadata()
         if let length = request.headers[.contentLength], length != "0" {
-            (reference, bodyKey) = try await JSONBody.parse(request) { (r: inout JSONReader) throws(VaultError) -> (String?, String?) in
-                var ref: String?, key: String?
+            (reference, bodyKey, metadata) = try await JSONBody.parse(request) {
+                (r: inout JSONReader) throws(VaultError) -> (String?, String?, Metadata) in
+                var ref: String?, key: String?, metadata = Metadata()
                 try r.readObject { (r, key_) throws(VaultError) in
                     switch key_ {
                     case "reference": ref = try RequestFields.freeText(r.readString(maxBytes: 128), field: "reference")
+                    case "metadata": metadata = try RequestFields.metadata(&r)
                     case "idempotency_key": key = try RequestFields.idempotencyKey(&r, reservedPrefix: MandateService.keyPrefix)
-                    default: throw VaultError(.requestFieldUnknown, "a customer has reference (and idempotency_key)")
+                    default: throw VaultError(.requestFieldUnknown, "a customer has reference, metadata (and idempotency_key)")
                     }
                 }
-                return (ref, key)
+                return (ref, key, metadata)
             }
         }
         let key = try IdempotentCreate.key(header: header, body: bodyKey)
-        let (c, replayed) = try await service.create(reference: reference, key: key, scope: Caller.paymentScope)
+        let (c, replayed) = try await service.create(reference: reference, metadata: metadata, key: key, scope: Caller.paymentScope)
         AuditNote.current?.customer = c.id
         let instruments = replayed ? try await service.customer(c.id).1 : []
         return IdempotentCreate.response(CustomerService.json(c, instruments), replayed: replayed)
     }
 
-    /// `{"reference":"…"|null,"default_instrument":"ins_…"}` (either or both) → 200 with the customer.
+    /// `{"reference":"…"|null,"default_instrument":"ins_…","metadata":{…}}` (any of them) → 200 with
+    /// the customer. Metadata is merged: a key given a value is set, a key given `""` removed.
     func update(_ request: Request, customer: String) async throws -> Response {
         let service = try service()
         let change = try await JSONBody.parse(request) { (r: inout JSONReader) throws(VaultError) -> CustomerChange in
@@ -81,11 +84,12 @@ struct CustomerController: Sendable {
                     change.reference = r.readNullIfPresent() ? .some(nil) : try RequestFields.freeText(r.readString(maxBytes: 128), field: "reference")
                 case "default_instrument":
                     change.defaultInstrument = try RequestFields.freeText(r.readString(maxBytes: 64), field: "default_instrument")
-                default: throw VaultError(.requestFieldUnknown, "a customer update has reference and default_instrument")
+                case "metadata": change.metadata = try RequestFields.metadata(&r)
+                default: throw VaultError(.requestFieldUnknown, "a customer update has reference, default_instrument and metadata")
                 }
             }
-            guard change.reference != nil || change.defaultInstrument != nil else {
-                throw VaultError(.requestFieldMissing, "send reference and/or default_instrument", field: "reference")
+            guard change.reference != nil || change.defaultInstrument != nil || change.metadata != nil else {
+                throw VaultError(.requestFieldMissing, "send reference, default_instrument and/or metadata", field: "reference")
             }
             return change
         }

@@ -9,7 +9,8 @@ import VaultCrypto
 /// Lists and searches (README "Listing and search"): `GET /v1/payments`, `/v1/refunds`,
 /// `/v1/customers`, `/v1/instruments` (roles: pay, admin) and `/v1/tokens` (tokenize, pay, admin:
 /// the roles of the object's own GET). Newest first, cursor-paginated (`limit`, `starting_after`),
-/// `{"object":"list","data":[…],"has_more":…}`, each item as the object's GET answers it
+/// `{"object":"list","data":[…],"has_more":…}`, each item as the object's GET answers it; payments,
+/// refunds, customers and tokens searched by `metadata[key]=value` (every pair given must match)
 /// (customers without their `instruments`: list them with `GET /v1/instruments?customer=…`).
 /// Store-wide: idempotency scopes keep keys apart, not objects, so every caller with the role
 /// sees every object of the store.
@@ -47,11 +48,11 @@ struct ListController: Sendable {
 
     /// The answer: 200 with the list; a cursor that names no object of the list is
     /// `REQUEST_FIELD_INVALID` (field `starting_after`).
-    static func answer<T>(_ page: ListPage<T>, _ json: (T) -> String) throws(APIError) -> Response {
+    static func answer<T, Item: Encodable & Sendable>(_ page: ListPage<T>, _ model: (T) -> Item) throws(APIError) -> Response {
         guard case .page(let items, let hasMore) = page else {
             throw APIError(.requestFieldInvalid, "starting_after names no object of this list (unknown or deleted)", field: "starting_after")
         }
-        return JSONOut.response(.ok, "{\"object\":\"list\",\"data\":[" + items.map(json).joined(separator: ",") + "],\"has_more\":\(hasMore)}")
+        return JSONOut.response(.ok, AnswerJSON.encode(Answer.List(data: items.map(model), has_more: hasMore)))
     }
 
     static func store<T>(_ body: () async throws(StoreError) -> T) async throws(APIError) -> T {
@@ -61,28 +62,30 @@ struct ListController: Sendable {
     /// `status`, `customer` and the common parameters.
     func payments(_ request: Request) async throws -> Response {
         let service = try SidecarRoutes.needGateway(payments)
-        let p = try QueryParameters(request, allowed: Self.common.union(["status", "customer"]))
+        let p = try QueryParameters(request, allowed: Self.common.union(["status", "customer"]), metadata: true)
         let q = try Self.query(p, cursorPrefix: "pay_")
         let status = try p.oneOf("status", PaymentRecord.Status.allCases.map(\.rawValue)).flatMap(PaymentRecord.Status.init(rawValue:))
         let customer = try p.id("customer", prefix: "cus_")
-        var page = try await Self.store { () throws(StoreError) in try await service.payments.list(q, status: status, customer: customer) }
+        let search = try p.metadataSearch()
+        var page = try await Self.store { () throws(StoreError) in try await service.payments.list(q, status: status, customer: customer, metadata: search) }
         // An authorization past its expiry is shown as its GET shows it (marked as it is read).
         if case .page(var items, let more) = page, items.contains(where: { $0.status == .requiresCapture }) {
             for i in items.indices where items[i].status == .requiresCapture { items[i] = try await service.payment(items[i].id) }
             page = .page(items, hasMore: more)
         }
-        return try Self.answer(page, PaymentService.json)
+        return try Self.answer(page, Answer.Payment.init)
     }
 
     /// `status`, `payment` and the common parameters.
     func refunds(_ request: Request) async throws -> Response {
         let ops = try SidecarRoutes.needGateway(payments).operationStore()
-        let p = try QueryParameters(request, allowed: Self.common.union(["status", "payment"]))
+        let p = try QueryParameters(request, allowed: Self.common.union(["status", "payment"]), metadata: true)
         let q = try Self.query(p, cursorPrefix: "re_")
         let status = try p.oneOf("status", PaymentOperation.Status.allCases.map(\.rawValue)).flatMap(PaymentOperation.Status.init(rawValue:))
         let payment = try p.id("payment", prefix: "pay_")
-        let page = try await Self.store { () throws(StoreError) in try await ops.listRefunds(q, status: status, payment: payment) }
-        return try Self.answer(page, PaymentService.refundJSON)
+        let search = try p.metadataSearch()
+        let page = try await Self.store { () throws(StoreError) in try await ops.listRefunds(q, status: status, payment: payment, metadata: search) }
+        return try Self.answer(page, Answer.Refund.init)
     }
 
     func customerService() throws(APIError) -> CustomerService {
@@ -93,9 +96,11 @@ struct ListController: Sendable {
     /// The common parameters.
     func customers(_ request: Request) async throws -> Response {
         let store = try customerService().customers
-        let q = try Self.query(try QueryParameters(request, allowed: Self.common), cursorPrefix: "cus_")
-        let page = try await Self.store { () throws(StoreError) in try await store.list(q) }
-        return try Self.answer(page) { CustomerService.json($0, nil) }
+        let p = try QueryParameters(request, allowed: Self.common, metadata: true)
+        let q = try Self.query(p, cursorPrefix: "cus_")
+        let search = try p.metadataSearch()
+        let page = try await Self.store { () throws(StoreError) in try await store.list(q, metadata: search) }
+        return try Self.answer(page) { Answer.Customer($0, nil) }
     }
 
     /// `fingerprint` (the card's keyed fingerprint), `customer` and the common parameters.
@@ -105,16 +110,17 @@ struct ListController: Sendable {
         let q = try Self.query(p, cursorPrefix: "ins_")
         let fingerprint = try p.fingerprint(), customer = try p.id("customer", prefix: "cus_")
         let page = try await Self.store { () throws(StoreError) in try await store.listInstruments(q, fingerprint: fingerprint, customer: customer) }
-        return try Self.answer(page, CustomerService.instrumentJSON)
+        return try Self.answer(page, Answer.Instrument.init)
     }
 
     /// `fingerprint` (the gateway's fingerprint of the card) and the common parameters: live tokens, metadata only.
     func tokens(_ request: Request) async throws -> Response {
-        let p = try QueryParameters(request, allowed: Self.common.union(["fingerprint"]))
+        let p = try QueryParameters(request, allowed: Self.common.union(["fingerprint"]), metadata: true)
         let q = try Self.query(p, cursorPrefix: "tok_")
         let fingerprint = try p.fingerprint()
+        let search = try p.metadataSearch()
         let page: ListPage<TokenRecord>
-        do throws(VaultError) { page = try await tokenizer.list(q, fingerprint: fingerprint) } catch { throw APIError(error) }
-        return try Self.answer(page, TokenController.json)
+        do throws(VaultError) { page = try await tokenizer.list(q, fingerprint: fingerprint, metadata: search) } catch { throw APIError(error) }
+        return try Self.answer(page, Answer.Token.init)
     }
 }

@@ -46,9 +46,10 @@ struct PaymentController: Sendable {
 
     /// The body; `headerKey` is the `Idempotency-Key` header's (`RequestFields.idempotencyKey(header:body:)`).
     static func parseRequest(_ r: inout JSONReader, headerKey: String? = nil) throws(VaultError) -> PaymentService.Request {
-        var token: String?, customer: String?, amount: Int?, currency: Currency?, key: String?, capture = true
+        var token: String?, customer: String?, amount: Int?, currency: Currency?, key: String?, capture = true, metadata = Metadata()
         try r.readObject { (r, field) throws(VaultError) in
             switch field {
+            case "metadata": metadata = try RequestFields.metadata(&r)
             case "capture": capture = try r.readBool()
             case "token": token = try RequestFields.id(&r, prefix: "tok_", field: "token")
             case "amount": amount = try RequestFields.amount(&r)
@@ -56,7 +57,7 @@ struct PaymentController: Sendable {
             case "idempotency_key": key = try RequestFields.idempotencyKey(&r, reservedPrefix: MandateService.keyPrefix)
             case "customer": customer = try RequestFields.id(&r, prefix: "cus_", field: "customer")
             default:
-                throw VaultError(.requestFieldUnknown, "a payment has token or customer, amount, currency, capture and idempotency_key")
+                throw VaultError(.requestFieldUnknown, "a payment has token or customer, amount, currency, capture, metadata and idempotency_key")
             }
         }
         if token != nil, customer != nil {
@@ -67,7 +68,8 @@ struct PaymentController: Sendable {
         }
         return PaymentService.Request(
             source: source, amount: try JSONBody.required(amount, "amount"), currency: try JSONBody.required(currency, "currency"),
-            idempotencyKey: try RequestFields.idempotencyKey(header: headerKey, body: key), scope: Caller.paymentScope, capture: capture)
+            idempotencyKey: try RequestFields.idempotencyKey(header: headerKey, body: key), scope: Caller.paymentScope, capture: capture,
+            metadata: metadata)
     }
 
     /// `POST /v1/payments/{id}/capture` `{"amount"?, "idempotency_key"?}` and `…/cancel`

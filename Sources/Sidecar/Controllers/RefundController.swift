@@ -27,21 +27,24 @@ struct RefundController: Sendable {
     func create(_ request: Request) async throws -> Response {
         let service = try service()
         let header = try RequestFields.idempotencyKeyHeader(request, reservedPrefix: MandateService.keyPrefix)
-        let (payment, amount, bodyKey) = try await JSONBody.parse(request) { (r: inout JSONReader) throws(VaultError) -> (String, Int?, String?) in
-            var payment: String?, amount: Int?, key: String?
+        let (payment, amount, bodyKey, metadata) = try await JSONBody.parse(request) {
+            (r: inout JSONReader) throws(VaultError) -> (String, Int?, String?, Metadata) in
+            var payment: String?, amount: Int?, key: String?, metadata = Metadata()
             try r.readObject { (r, field) throws(VaultError) in
                 switch field {
+                case "metadata": metadata = try RequestFields.metadata(&r)
                 case "payment": payment = try RequestFields.id(&r, prefix: "pay_", field: "payment")
                 case "amount": amount = try RequestFields.amount(&r)
                 case "idempotency_key": key = try RequestFields.idempotencyKey(&r, reservedPrefix: MandateService.keyPrefix)
-                default: throw VaultError(.requestFieldUnknown, "a refund has payment, amount and idempotency_key")
+                default: throw VaultError(.requestFieldUnknown, "a refund has payment, amount, metadata and idempotency_key")
                 }
             }
-            return (try JSONBody.required(payment, "payment"), amount, key)
+            return (try JSONBody.required(payment, "payment"), amount, key, metadata)
         }
         let key = header == nil && bodyKey == nil ? nil : try RequestFields.idempotencyKey(header: header, body: bodyKey)
         let (op, created) = try await service.operate(
-            PaymentService.OperationAsk(kind: .refund, paymentID: payment, amount: amount, idempotencyKey: key, scope: Caller.paymentScope))
+            PaymentService.OperationAsk(
+                kind: .refund, paymentID: payment, amount: amount, idempotencyKey: key, scope: Caller.paymentScope, metadata: metadata))
         var response = JSONOut.response(op.status == .processing ? .accepted : created ? .created : .ok, Self.noted(op))
         if !created { response.headers[.idempotentReplayed] = "true" }
         return response

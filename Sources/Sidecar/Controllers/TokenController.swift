@@ -26,16 +26,20 @@ struct TokenController: Sendable {
 
     /// `{"card":{…}}` or `{"envelope":{…}}` → 201 with the token.
     func create(_ request: Request) async throws -> Response {
-        let input = try await JSONBody.parse(request) { (r: inout JSONReader) throws(VaultError) -> CardInput in
-            var found: CardInput?
+        let (input, metadata) = try await JSONBody.parse(request) { (r: inout JSONReader) throws(VaultError) -> (CardInput, Metadata) in
+            var found: CardInput?, metadata = Metadata()
             try r.readObject { (r, key) throws(VaultError) in
+                if key == "metadata" {
+                    metadata = try RequestFields.metadata(&r)
+                    return
+                }
                 guard try CardInput.read(key, from: &r, into: &found, envelopeFieldPrefix: true) else {
-                    throw VaultError(.requestFieldUnknown, "a token request has only card or envelope")
+                    throw VaultError(.requestFieldUnknown, "a token request has card or envelope, and metadata")
                 }
             }
-            return try CardInput.required(found)
+            return (try CardInput.required(found), metadata)
         }
-        let record = try await input.tokenize(with: tokenizer)
+        let record = try await input.tokenize(with: tokenizer, metadata: metadata)
         if let note = AuditNote.current {
             note.token = record.token
             note.kid = record.envelope.kid.rawValue
@@ -81,13 +85,7 @@ struct TokenController: Sendable {
         }
     }
 
-    static func json(_ r: TokenRecord) -> String {
-        var out = "{\"token\":\"\(r.token)\",\"card\":" + r.card.json
-        out += ",\"expires_at\":\"\(JSONOut.iso(r.expiresAt))\""
-        out += ",\"cvc_expires_at\":" + (r.cvcExpiresAt.map { "\"\(JSONOut.iso($0))\"" } ?? "null")
-        out += ",\"has_cvc\":\(r.hasCVC),\"single_use\":\(r.singleUse)}"
-        return out
-    }
+    static func json(_ r: TokenRecord) -> String { AnswerJSON.encode(Answer.Token(r)) }
 }
 
 /// A card to tokenize: in clear (sealed at the door) or already sealed by the caller.
@@ -117,10 +115,10 @@ enum CardInput {
     }
 
     /// The token for this card.
-    func tokenize(with tokenizer: Tokenizer) async throws(VaultError) -> TokenRecord {
+    func tokenize(with tokenizer: Tokenizer, metadata: Metadata = Metadata()) async throws(VaultError) -> TokenRecord {
         switch self {
-        case .card(let card): try await tokenizer.tokenize(card)
-        case .envelope(let envelope): try await tokenizer.tokenize(envelope: envelope)
+        case .card(let card): try await tokenizer.tokenize(card, metadata: metadata)
+        case .envelope(let envelope): try await tokenizer.tokenize(envelope: envelope, metadata: metadata)
         }
     }
 }
