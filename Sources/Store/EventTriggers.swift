@@ -77,6 +77,9 @@ struct EventRule: Sendable {
         columns.map { d.distinct("OLD.\($0)", "NEW.\($0)") }.joined(separator: " OR ")
     }
 
+    /// The object's metadata (`0007-metadata`), `{}` when none, as the API shows it.
+    static func metadata(_ d: Dialect, _ r: String) -> String { d.jsonValue("COALESCE(\(r).metadata, '{}')") }
+
     // Tokens: created; deleted (a DELETE by the API) or expired (the sweeper's, past expires_at).
     static let tokens: [EventRule] = [
         EventRule(table: "vault_tokens", operation: .insert, objectType: "token", idColumn: "token", condition: { _ in nil },
@@ -89,7 +92,7 @@ struct EventRule: Sendable {
     static func tokenData(_ d: Dialect, _ r: String) -> [(String, String)] {
         [
             ("token", "\(r).token"), ("object", "'token'"), ("card", d.jsonValue(d.jsonPath("\(r).envelope", "card"))),
-            ("fingerprint", "\(r).fingerprint"), ("single_use", d.jsonBool("\(r).single_use")),
+            ("fingerprint", "\(r).fingerprint"), ("single_use", d.jsonBool("\(r).single_use")), ("metadata", metadata(d, r)),
             ("created_at", d.iso("\(r).created_at")), ("expires_at", d.iso("\(r).expires_at")),
         ]
     }
@@ -113,7 +116,7 @@ struct EventRule: Sendable {
             ("capture_method", "CASE WHEN \(r).capture_method = 'manual' THEN 'manual' ELSE 'automatic' END"),
             ("amount_captured", "CASE WHEN \(r).status = 'succeeded' THEN COALESCE(\(r).amount_captured, \(r).amount) ELSE 0 END"), ("amount_refunded", "\(r).amount_refunded"),
             ("code", "\(r).code"), ("reference", "\(r).reference"), ("next_action", d.jsonValue("\(r).next_action")),
-            ("created_at", d.iso("\(r).created_at")), ("updated_at", d.iso("\(r).updated_at")),
+            ("metadata", metadata(d, r)), ("created_at", d.iso("\(r).created_at")), ("updated_at", d.iso("\(r).updated_at")),
         ]
     }
 
@@ -130,16 +133,16 @@ struct EventRule: Sendable {
         [
             ("id", "\(r).id"), ("object", "'refund'"), ("payment", "\(r).payment_id"), ("status", "\(r).status"), ("amount", "\(r).amount"),
             ("currency", "\(r).currency"), ("failure_code", "\(r).code"), ("reference", "\(r).reference"),
-            ("created_at", d.iso("\(r).created_at")), ("updated_at", d.iso("\(r).updated_at")),
+            ("metadata", metadata(d, r)), ("created_at", d.iso("\(r).created_at")), ("updated_at", d.iso("\(r).updated_at")),
         ]
     }
 
-    // Customers: created, updated (reference, default instrument), deleted (erasure).
+    // Customers: created, updated (reference, default instrument, metadata), deleted (erasure).
     static let customers: [EventRule] = [
         EventRule(table: "vault_customers", operation: .insert, objectType: "customer", idColumn: "id", condition: { _ in nil },
                   type: "'customer.created'", data: customerData),
         EventRule(table: "vault_customers", operation: .update, objectType: "customer", idColumn: "id",
-                  condition: { d in changed(d, "reference", "default_instrument") }, type: "'customer.updated'", data: customerData),
+                  condition: { d in changed(d, "reference", "default_instrument", "metadata") }, type: "'customer.updated'", data: customerData),
         EventRule(table: "vault_customers", operation: .delete, objectType: "customer", idColumn: "id", condition: { _ in nil },
                   type: "'customer.deleted'", data: customerData),
     ]
@@ -147,7 +150,7 @@ struct EventRule: Sendable {
     static func customerData(_ d: Dialect, _ r: String) -> [(String, String)] {
         [
             ("id", "\(r).id"), ("object", "'customer'"), ("reference", "\(r).reference"),
-            ("default_instrument", "\(r).default_instrument"), ("created_at", d.iso("\(r).created_at")),
+            ("default_instrument", "\(r).default_instrument"), ("metadata", metadata(d, r)), ("created_at", d.iso("\(r).created_at")),
         ]
     }
 

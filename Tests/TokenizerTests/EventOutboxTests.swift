@@ -80,7 +80,7 @@ import VaultCrypto
         #expect(payment["status"] as? String == "succeeded" && payment["amount"] as? Int == 5000 && payment["reference"] as? String == "sbx_1")
         #expect(payment["amount_captured"] as? Int == 5000 && payment["capture_method"] as? String == "automatic")
         #expect(all[6].data["payment"] as? String == p.id && all[6].data["amount"] as? Int == 1200)
-        #expect(all[8].data["reference"] as? String == "crm-2")
+        #expect(all[8].data["reference"] as? String == "crm-2" && (all[8].data["metadata"] as? [String: String]) == [:])
         #expect(all[10].data["default_instrument"] as? String == card.id)
         #expect(all[12].data["status"] as? String == "cancelled" && all[12].data["interval"] as? String == "month")
         let text = try await h.db.query("SELECT data FROM vault_events").map { try $0.string(0) }.joined()

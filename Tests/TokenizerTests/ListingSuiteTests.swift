@@ -163,6 +163,9 @@ import VaultCrypto
                       "vault_tokens_list", "vault_tokens_list_fingerprint", "vault_instruments_fingerprint"] {
             try await h.db.write("DROP INDEX \(index)")
         }
+        // The events migration that follows (its triggers name these columns) goes too; it is
+        // applied again after 0006, as on a store of that version.
+        try await dropEventsMigration(h.db, backend)
         try await h.db.write("ALTER TABLE vault_payments DROP COLUMN customer")
         try await h.db.write("ALTER TABLE vault_instruments DROP COLUMN fingerprint")
         try await h.db.write("DELETE FROM vault_migrations WHERE name = '0006-listing'")
@@ -204,4 +207,22 @@ import VaultCrypto
         guard case .page(let items, false) = found else { Issue.record("\(found)"); return }
         #expect(items.map(\.id) == [instrument])
     }
+}
+
+/// Takes the events migration (`0008-events`) out of a store again: its triggers (and their
+/// functions on PostgreSQL), its tables and its record.
+func dropEventsMigration(_ db: Database, _ backend: Backend) async throws {
+    if backend == .sqlite {
+        for row in try await db.query("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'vault_events_%'") {
+            try await db.write("DROP TRIGGER \(try row.string(0))")
+        }
+    } else {
+        for row in try await db.query("SELECT tgname, tgrelid::regclass::text FROM pg_trigger WHERE tgname LIKE 'vault_events_%'") {
+            try await db.write("DROP TRIGGER \(try row.string(0)) ON \(try row.string(1))")
+            try await db.write("DROP FUNCTION \(try row.string(0))()")
+        }
+    }
+    try await db.write("DROP TABLE vault_events")
+    try await db.write("DROP TABLE vault_leases")
+    try await db.write("DELETE FROM vault_migrations WHERE name = '0008-events'")
 }

@@ -39,7 +39,7 @@ struct EventController: Sendable {
         guard let event = try await ListController.store({ () throws(StoreError) in try await events.get(id) }) else {
             throw APIError(.eventNotFound, "no event with that id")
         }
-        return JSONOut.response(.ok, event.apiJSON)
+        return JSONOut.response(.ok, AnswerJSON.encode(Answer.Event(event)))
     }
 
     func list(_ request: Request) async throws -> Response {
@@ -50,7 +50,7 @@ struct EventController: Sendable {
         let type = try Self.type(p)
         let object = try Self.object(p)
         let page = try await ListController.store { () throws(StoreError) in try await events.list(q, type: type, object: object) }
-        return try ListController.answer(page) { $0.apiJSON }
+        return try ListController.answer(page, Answer.Event.init)
     }
 
     /// `evt_` and 24 lower-case hex digits.
@@ -85,5 +85,42 @@ struct EventController: Sendable {
             throw APIError(.requestFieldInvalid, "object is the id of a token, payment, refund, customer, instrument or mandate", field: "object")
         }
         return v
+    }
+}
+
+extension Answer {
+    /// An event (openapi.json `Event`): the webhook's JSON (`EventRecord.json`: `data.object` is
+    /// the store's snapshot, written as it is) and its `delivery`.
+    struct Event: Encodable, Sendable {
+        struct Data: Encodable, Sendable { let object: RawJSON }
+        struct Delivery: Encodable, Sendable {
+            let status: String
+            let attempts: Int
+            let last_attempt_at: OrNull<String>
+            let last_status: OrNull<Int>
+            let last_error: OrNull<String>
+            let next_attempt_at: OrNull<String>
+            let delivered_at: OrNull<String>
+        }
+
+        let id: String
+        let object = "event"
+        let type: String
+        let created_at: String
+        let data: Data
+        let delivery: Delivery
+
+        init(_ e: EventRecord) {
+            id = e.id
+            type = e.type
+            created_at = JSONOut.iso(e.createdAt)
+            data = Data(object: RawJSON(e.data))
+            let d = e.delivery
+            delivery = Delivery(
+                status: d.delivered ? "delivered" : "pending", attempts: d.attempts, last_attempt_at: OrNull(d.lastAttemptAt.map(JSONOut.iso)),
+                last_status: OrNull(d.lastStatus), last_error: OrNull(d.lastError),
+                next_attempt_at: OrNull(d.delivered || d.attempts == 0 ? nil : d.nextAttemptAt.map(JSONOut.iso)),
+                delivered_at: OrNull(d.deliveredAt.map(JSONOut.iso)))
+        }
     }
 }
