@@ -107,6 +107,8 @@ final class Servers {
 }
 
 let cardBody = #"{"number":"4242424242424242","exp_month":12,"exp_year":2030,"cvc":"123"}"#
+/// `POST /v1/tokens` with a card to seal at the door.
+let tokenizeBody = #"{"card":"# + cardBody + "}"
 let loadSeconds = quick ? 1.5 : 4.0
 
 // 6. Tokenize against the no-op route (GET /v1/health) of the same server in the same run, at
@@ -121,7 +123,7 @@ let loadSeconds = quick ? 1.5 : 4.0
         for close in [false, true] {
             let noop = try runLoad(loadgen, socket: servers.socket, connections: c, seconds: loadSeconds, close: close, scratch: servers.dir)
             let tok = try runLoad(loadgen, socket: servers.socket, connections: c, seconds: loadSeconds, method: "POST", urlPath: "/v1/tokens",
-                                  body: cardBody, expect: 201, close: close, scratch: servers.dir)
+                                  body: tokenizeBody, expect: 201, close: close, scratch: servers.dir)
             let limit = modeledLimit(noop: noop.rate, cores: cores, sealRate: sealRate)
             let key = close ? "tokenize_close_\(label)_\(c)" : "tokenize_\(label)_\(c)"
             figures[key] = tok.rate
