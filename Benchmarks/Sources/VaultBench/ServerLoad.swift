@@ -49,11 +49,19 @@ func modeledLimit(noop: Double, cores: Int, sealRate: Double) -> Double {
     1 / (1 / noop + 1 / (Double(cores) * sealRate))
 }
 
-/// The peak RSS of a process (VmHWM), in KiB.
-func peakRSS(_ pid: Int32) -> Double {
+/// A figure of /proc/PID/status (VmHWM, RssAnon, RssFile…), in KiB.
+func statusKiB(_ pid: Int32, _ name: String) -> Double {
     let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
-    let hwm = status.split(separator: "\n").first { $0.hasPrefix("VmHWM") }.map(String.init) ?? ""
-    return Double(hwm.filter(\.isNumber)) ?? 0
+    let row = status.split(separator: "\n").first { $0.hasPrefix(name + ":") }.map(String.init) ?? ""
+    return Double(row.filter(\.isNumber)) ?? 0
+}
+
+/// The peak RSS of a process (VmHWM), in KiB.
+func peakRSS(_ pid: Int32) -> Double { statusKiB(pid, "VmHWM") }
+
+/// "now: anonymous A MiB, file-backed F MiB" (file-backed: the executable's pages in use).
+func rssParts(_ pid: Int32) -> String {
+    "now: anonymous \(fmt(statusKiB(pid, "RssAnon") / 1024, 1)) MiB, file-backed \(fmt(statusKiB(pid, "RssFile") / 1024, 1)) MiB"
 }
 
 /// A sidecar (and, with `withGateway`, a `vault gateway` holding the keys) in a scratch directory.
@@ -136,7 +144,7 @@ let loadSeconds = quick ? 1.5 : 4.0
     }
     let rss = peakRSS(servers.sidecar.processIdentifier)
     figures["rss_kb_\(label)"] = rss
-    line("| sidecar peak RSS (\(label)) after the load: \(fmt(rss / 1024, 1)) MiB | | | | | |")
+    line("| sidecar peak RSS (\(label)) after the load: \(fmt(rss / 1024, 1)) MiB (\(rssParts(servers.sidecar.processIdentifier))) | | | | | |")
 }
 
 // 7. Payments through sidecar → gateway → sandbox: payments/s and p50/p99 at c=1/8/64 on
@@ -173,7 +181,7 @@ let loadSeconds = quick ? 1.5 : 4.0
     for (name, p) in [("sidecar", servers.sidecar), ("gateway", servers.gateway!)] {
         let rss = peakRSS(p.processIdentifier)
         if name == "sidecar" { figures["rss_pay_kb_\(label)"] = rss }
-        line("| \(name) peak RSS after the payment load (\(label)): \(fmt(rss / 1024, 1)) MiB | | | | |")
+        line("| \(name) peak RSS after the payment load (\(label)): \(fmt(rss / 1024, 1)) MiB (\(rssParts(p.processIdentifier))) | | | | |")
     }
 }
 
