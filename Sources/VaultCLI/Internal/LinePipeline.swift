@@ -6,12 +6,12 @@ import VaultCrypto
 /// Streams standard input line by line through a transform on all cores, keeping order.
 ///
 /// Each `read(2)` gives whatever input is ready; its complete lines form a batch, cut into chunks
-/// of about `chunkLines` lines. `workers` threads take the next chunk as they finish one (a thread
-/// that is descheduled, or given harder lines, does not hold the others up) and write into the
-/// chunk's own wiped output buffer. A batch's chunks are written out in input order by a writer
-/// thread while the next batch is read and transformed, so output line N always answers input
-/// line N. The first bad line stops the stream: everything before it is written, the error names
-/// its line number.
+/// (about four per worker, at least `minChunkLines` lines each). `workers` threads take the next
+/// chunk as they finish one (a thread that is descheduled, or given harder lines, does not hold the
+/// others up) and write into the chunk's own wiped output buffer. A batch's chunks are written out
+/// in input order by a writer thread while the next batch is read and transformed, so output line
+/// N always answers input line N. The first bad line stops the stream: everything before it is
+/// written, the error names its line number.
 struct LinePipeline: Sendable {
     /// Turns one line (without its newline) into output bytes (without a newline); returns the length.
     typealias Transform = @Sendable (UnsafeRawBufferPointer, UnsafeMutableRawBufferPointer) throws(VaultError) -> Int
@@ -21,8 +21,10 @@ struct LinePipeline: Sendable {
     let transform: Transform
     var workers = StandardIO.processorCount
     var readSize = 256 * 1024
-    /// Lines per unit of work handed to a worker.
-    var chunkLines = 128
+    /// Fewest lines per unit of work handed to a worker; a batch is cut into about four chunks per
+    /// worker (each chunk's output buffer is its own locked allocation: fewer is cheaper, more
+    /// balances better).
+    var minChunkLines = 64
     /// Longest accepted line.
     var maxLineBytes = 1 << 20
     /// Drop a "\r" before each "\n" (opening); sealing keeps the line's bytes exactly.
@@ -111,6 +113,7 @@ struct LinePipeline: Sendable {
     private func process(_ buffer: SecureBytes, lines: [Range<Int>], firstLine: Int, writer: OrderedWriter) throws(LineError) {
         // Output that cannot be written (a closed pipe) stops the stream at the next batch.
         try writer.check()
+        let chunkLines = max(minChunkLines, lines.count / (max(1, workers) * 4))
         let chunkCount = (lines.count + chunkLines - 1) / chunkLines
         let chunks: [Range<Int>] = (0..<chunkCount).map { c in
             (lines.count * c / chunkCount)..<(lines.count * (c + 1) / chunkCount)
