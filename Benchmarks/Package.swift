@@ -15,6 +15,12 @@ let package = Package(
             cSettings: [.unsafeFlags(["-O2"])],
             linkerSettings: [.linkedLibrary("sodium")]
         ),
+        // The HTTP/1.1 load generator (Unix socket, keep-alive or one connection per request,
+        // epoll, one thread): what measures the sidecar's tokenize, pay and no-op routes.
+        .executableTarget(
+            name: "loadgen",
+            cSettings: [.unsafeFlags(["-O2"])]
+        ),
         .executableTarget(
             name: "VaultBench",
             dependencies: [

@@ -2,7 +2,8 @@
 // same run on the same machine, printed as ratios. Usage (Benchmarks/run does all of it):
 //   VaultBench [--vault PATH/TO/vault] [--c-lines PATH/TO/seal_lines] [--python PATH]
 //              [--pynacl-lines Benchmarks/pynacl/seal_lines.py] [--report SECTION.md] [--json FIGURES.json]
-//              [--quick] [--sidecar-only] [--no-sidecar]
+//              [--loadgen PATH/TO/loadgen] [--quick] [--sidecar-only] [--lines-only] [--no-sidecar] [--no-pay]
+//   --lines-only: only the `vault seal --lines` and `--card --lines` rows against the C line sealer.
 import CBaseline
 import CardRules
 import Foundation
@@ -18,6 +19,8 @@ func option(_ name: String) -> String? {
 let quick = args.contains("--quick")
 /// Only the sidecar and payment load (sections 6 and 7); for re-measuring the servers alone.
 let sidecarOnly = args.contains("--sidecar-only")
+/// Only the line sealers (section 4), for re-measuring `vault seal --lines` and `--card --lines`.
+let linesOnly = args.contains("--lines-only")
 let rounds = quick ? 3 : 7
 let iterations = quick ? 300 : 1500
 
@@ -71,7 +74,7 @@ line("| operation | ops/s | baseline (C) ops/s | ratio |")
 line("|---|---:|---:|---:|")
 
 // 1. Seal a 16-byte value.
-if !sidecarOnly {
+if !sidecarOnly, !linesOnly {
     var out = [UInt8](repeating: 0, count: 256)
     let r = compare([
         ("c", { n in pk.bytes.withUnsafeBufferPointer { baseline_seal($0.baseAddress!, 16, Int32(n)) } }),
@@ -84,7 +87,7 @@ if !sidecarOnly {
 }
 
 // 2. Card envelope seal (3 fields) vs one crypto_box_seal, and vs the same work in C.
-if !sidecarOnly {
+if !sidecarOnly, !linesOnly {
     let r = compare([
         ("c-seal", { n in pk.bytes.withUnsafeBufferPointer { baseline_seal($0.baseAddress!, 32, Int32(n)) } }),
         ("c-envelope", { n in pk.bytes.withUnsafeBufferPointer { baseline_envelope($0.baseAddress!, 3, 16, Int32(n)) } }),
@@ -100,7 +103,7 @@ if !sidecarOnly {
 }
 
 // Building blocks, for reading the rows above.
-if !sidecarOnly {
+if !sidecarOnly, !linesOnly {
     let v = CardValidator()
     let r = compare([
         ("securebytes", { n in timed(n) { _ = SecureBytes(capacity: 16) { _ in 16 } } }),
@@ -113,7 +116,7 @@ if !sidecarOnly {
 }
 
 // 3. Opening (gateway zone).
-if !sidecarOnly {
+if !sidecarOnly, !linesOnly {
     let sealed = pan.withUnsafeBytes { pk.seal($0) }
     let envelope = CardEnvelope.seal(card, metadata: metadata, to: pk)
     let opener = EnvelopeOpener(ring: ring, fingerprintKey: fingerprintKey)
@@ -160,13 +163,30 @@ if !sidecarOnly, let vault = option("--vault"), let cLines = option("--c-lines")
     for i in 0..<count { text += String(4_000_000_000_000_000 + i * 7919) + "\n" }
     let input = dir.appendingPathComponent("in.txt")
     try text.write(to: input, atomically: true, encoding: .utf8)
+    // Cards for `--card --lines`: distinct valid Visa numbers, one JSON object a line.
+    func luhnCompleted(_ body: String) -> String {
+        var sum = 0
+        for (i, ch) in body.reversed().enumerated() {
+            var d = Int(ch.asciiValue! - 48)
+            if i % 2 == 0 { d *= 2; if d > 9 { d -= 9 } }
+            sum += d
+        }
+        return body + String((10 - sum % 10) % 10)
+    }
+    var cardText = ""
+    for i in 0..<count {
+        cardText += #"{"number":""# + luhnCompleted(String(400_000_000_000_000 + i * 7919)) + #"","exp_month":12,"exp_year":2030,"cvc":"123"}"# + "\n"
+    }
+    let cardInput = dir.appendingPathComponent("cards.txt")
+    try cardText.write(to: cardInput, atomically: true, encoding: .utf8)
     let b64 = String(pk.text.dropFirst(PublicKey.textPrefix.count))
-    var c: [Double] = [], one: [Double] = [], two: [Double] = [], py: [Double] = []
+    var c: [Double] = [], one: [Double] = [], two: [Double] = [], cards: [Double] = [], py: [Double] = []
     let python = option("--python"), pyLines = option("--pynacl-lines")
     for _ in 0..<(quick ? 2 : 3) {
         c.append(try runProcess(cLines, [pk.kid.rawValue, b64], stdin: input, stdout: dir.appendingPathComponent("c.out")))
         one.append(try runProcess(vault, ["seal", "--lines", "--jobs", "1", "--key", pubPath.path], stdin: input, stdout: dir.appendingPathComponent("one.out")))
         two.append(try runProcess(vault, ["seal", "--lines", "--jobs", "2", "--key", pubPath.path], stdin: input, stdout: dir.appendingPathComponent("two.out")))
+        cards.append(try runProcess(vault, ["seal", "--card", "--lines", "--key", pubPath.path], stdin: cardInput, stdout: dir.appendingPathComponent("cards.out")))
         if let python, let pyLines {
             py.append(try runProcess(python, [pyLines, pk.kid.rawValue, b64], stdin: input, stdout: dir.appendingPathComponent("py.out")))
         }
@@ -179,11 +199,20 @@ if !sidecarOnly, let vault = option("--vault"), let cLines = option("--c-lines")
               opened.withUnsafeBytes({ Array($0) }) == Array(String(4_000_000_000_000_000 + (count - 1) * 7919).utf8)
         else { throw NSError(domain: "bench: \(name) is not \(count) sealed lines that open", code: 1) }
     }
+    // The card sealer's output: one envelope a line, the last one opening to the last card.
+    let envelopes = try String(contentsOf: dir.appendingPathComponent("cards.out"), encoding: .utf8).split(separator: "\n")
+    guard envelopes.count == count, let lastEnvelope = envelopes.last,
+          let opened = try? EnvelopeOpener(ring: ring, fingerprintKey: fingerprintKey).open(CardEnvelope(json: String(lastEnvelope))),
+          opened.card.number.withUnsafeBytes({ Array($0) }) == Array(luhnCompleted(String(400_000_000_000_000 + (count - 1) * 7919)).utf8)
+    else { throw NSError(domain: "bench: cards.out is not \(count) envelopes that open", code: 1) }
     let cRate = Double(count) / median(c), oneRate = Double(count) / median(one), twoRate = Double(count) / median(two)
+    let cardRate = Double(count) / median(cards)
     line("| `vault seal --lines --jobs 1` (\(count) lines) | \(fmt(oneRate)) | \(fmt(cRate)) (C line sealer) | \(fmt(oneRate / cRate, 3)) |")
     line("| `vault seal --lines --jobs 2` (\(count) lines) | \(fmt(twoRate)) | \(fmt(cRate)) (C line sealer) | \(fmt(twoRate / cRate, 3)) |")
     figures["lines_ratio_c"] = oneRate / cRate
     figures["lines2_ratio_c"] = twoRate / cRate
+    line("| `vault seal --card --lines` on \(ProcessInfo.processInfo.processorCount) cores (\(count) cards → envelopes) | \(fmt(cardRate)) | \(fmt(cRate)) (C line sealer) | \(fmt(cardRate / cRate, 3)) |")
+    figures["card_lines_ratio_c"] = cardRate / cRate
     if !py.isEmpty {
         let pyRate = Double(count) / median(py)
         line("| `vault seal --lines --jobs 1` vs PyNaCl (Benchmarks/pynacl/seal_lines.py) | \(fmt(oneRate)) | \(fmt(pyRate)) (PyNaCl line sealer) | \(fmt(oneRate / pyRate, 3)) |")
@@ -191,6 +220,7 @@ if !sidecarOnly, let vault = option("--vault"), let cLines = option("--c-lines")
         figures["lines_ratio_pynacl"] = oneRate / pyRate
     }
 
+  if !linesOnly {
     // 5. One value, whole process.
     let single = dir.appendingPathComponent("one.txt")
     try "4242424242424242\n".write(to: single, atomically: true, encoding: .utf8)
@@ -215,185 +245,12 @@ if !sidecarOnly, let vault = option("--vault"), let cLines = option("--c-lines")
         line("PyNaCl one-liner doing the same (`python3 -c 'import nacl.public …'`), whole process: median \(fmt(py50, 1)) ms, p90 \(fmt(pyTimes[pyTimes.count * 9 / 10], 1)) ms, min \(fmt(pyTimes[0], 1)) ms (\(pyTimes.count) runs). **`vault seal` takes \(fmt(times[times.count / 2] / py50, 2))× the PyNaCl one-liner's time.**")
         figures["single_ratio_pynacl"] = times[times.count / 2] / py50
     }
+  }
 }
 
-/// Runs `op` from `concurrency` threads (one connection each) for `seconds`: rate, p50, p99 (ms).
-func run(_ concurrency: Int, seconds: Double, _ op: @escaping @Sendable () -> Bool) -> (rate: Double, p50: Double, p99: Double) {
-    final class Box: @unchecked Sendable { var lat: [[Double]] = []; var count = 0; let lock = NSLock() }
-    let box = Box()
-    box.lat = Array(repeating: [], count: concurrency)
-    let deadline = now() + UInt64(seconds * 1e9)
-    let t0 = now()
-    // One thread per connection (concurrentPerform would cap concurrency at the core count).
-    let done = DispatchGroup()
-    for i in 0..<concurrency {
-        done.enter()
-        let thread = Thread {
-            var local: [Double] = []
-            while now() < deadline {
-                let s = now()
-                guard op() else { break }
-                local.append(Double(now() - s) / 1e6)
-            }
-            box.lock.withLock { box.lat[i] = local }
-            done.leave()
-        }
-        thread.start()
-    }
-    done.wait()
-    let elapsed = Double(now() - t0) / 1e9
-    let all = box.lat.flatMap { $0 }.sorted()
-    guard !all.isEmpty else { return (0, 0, 0) }
-    return (Double(all.count) / elapsed, all[all.count / 2], all[min(all.count - 1, all.count * 99 / 100)])
-}
-
-// 6. The sidecar over its Unix socket: tokenize vs the no-op route (GET /v1/health) of the same
-// server in the same run, at concurrency 1, 8, 64; p50/p99 latency; the sidecar's peak RSS. With
-// `withGateway`, a `vault gateway` holding the fingerprint key runs beside it and every tokenize
-// includes the gateway's fingerprint (one open per card, requests batched: a tokenize's cost in
-// production, docs/threat-model.md); without it, tokens are stored awaiting their fingerprint.
-@MainActor func sidecarLoad(vault: String, store: String, label: String, withGateway: Bool = true) throws {
-    let dir = NSTemporaryDirectory() + "vault-bench-sidecar-\(getpid())-\(label)"
-    for sub in ["keys", "gk"] { try FileManager.default.createDirectory(atPath: dir + "/" + sub, withIntermediateDirectories: true) }
-    defer { try? FileManager.default.removeItem(atPath: dir) }
-    func vaultCommand(_ arguments: [String]) throws -> String {
-        let c = Process()
-        c.executableURL = URL(fileURLWithPath: vault)
-        c.arguments = arguments
-        let out = Pipe()
-        c.standardOutput = out
-        try c.run()
-        c.waitUntilExit()
-        return String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-    let kid = try vaultCommand(["keygen", "--out", dir + "/gk"])
-    _ = try vaultCommand(["keygen", "--fingerprint", "--out", dir + "/gk"])
-    try FileManager.default.copyItem(atPath: "\(dir)/gk/\(kid).pub", toPath: "\(dir)/keys/\(kid).pub")
-    let socket = dir + "/v.sock"
-    var gateway: Process?
-    if withGateway {
-        let g = Process()
-        g.executableURL = URL(fileURLWithPath: vault)
-        g.arguments = ["gateway", "--socket", dir + "/g.sock", "--keys", dir + "/gk", "--processor", "sandbox:\(dir)/ledger.sqlite", "--log-level", "error"]
-        g.standardError = FileHandle.nullDevice
-        try g.run()
-        gateway = g
-        for _ in 0..<200 where !FileManager.default.fileExists(atPath: dir + "/g.sock") { usleep(50_000) }
-    }
-    defer { if let gateway { gateway.terminate(); gateway.waitUntilExit() } }
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: vault)
-    p.arguments = ["serve", "--socket", socket, "--keys", dir + "/keys", "--store", store.replacingOccurrences(of: "DIR", with: dir),
-                   "--gateway", dir + "/g.sock", "--log-level", "error"]
-    p.standardError = FileHandle.nullDevice
-    try p.run()
-    defer { p.terminate(); p.waitUntilExit() }
-    let client = SidecarClient(socketPath: socket)
-    for _ in 0..<200 where (try? client.health()) != true { usleep(50_000) }
-    let card = SecureBytes(Array(#"{"number":"4242424242424242","exp_month":12,"exp_year":2030,"cvc":"123"}"#.utf8))
-    let seconds = quick ? 1.5 : 4.0
-    for c in [1, 8, 64] {
-        let noop = run(c, seconds: seconds) { (try? client.health()) == true }
-        let tok = run(c, seconds: seconds) { (try? client.tokenize(cardJSON: card))?.status == 201 }
-        figures["tokenize_\(label)_\(c)"] = tok.rate
-        figures["noop_\(label)_\(c)"] = noop.rate
-        figures["tokenize_\(label)_\(c)_p99"] = tok.p99
-        line("| tokenize (\(label)), c=\(c): p50 \(fmt(tok.p50, 2)) ms, p99 \(fmt(tok.p99, 2)) ms | \(fmt(tok.rate)) req/s | \(fmt(noop.rate)) (no-op route; p99 \(fmt(noop.p99, 2)) ms) | \(fmt(tok.rate / noop.rate, 3)) |")
-    }
-    let status = (try? String(contentsOfFile: "/proc/\(p.processIdentifier)/status", encoding: .utf8)) ?? ""
-    let hwm = status.split(separator: "\n").first { $0.hasPrefix("VmHWM") }.map(String.init) ?? "VmHWM: ?"
-    figures["rss_kb_\(label)"] = Double(hwm.filter(\.isNumber)) ?? 0
-    line("| sidecar peak RSS (\(label)) after the load: \(hwm.replacingOccurrences(of: "VmHWM:", with: "").trimmingCharacters(in: .whitespaces)) | | | |")
-}
-
-// 7. Payments through sidecar → gateway → sandbox: payments/s and p50/p99 at c=1/8/64 (each
-// payment uses a token made beforehand, outside the timing), against the no-op route.
-@MainActor func paymentsLoad(vault: String, store: String, label: String) throws {
-    let dir = NSTemporaryDirectory() + "vault-bench-pay-\(getpid())-\(label)"
-    defer { try? FileManager.default.removeItem(atPath: dir) }
-    for sub in ["gk", "sk"] { try FileManager.default.createDirectory(atPath: "\(dir)/\(sub)", withIntermediateDirectories: true) }
-    let keygen = Process()
-    keygen.executableURL = URL(fileURLWithPath: vault)
-    keygen.arguments = ["keygen", "--out", dir + "/gk"]
-    let kidPipe = Pipe()
-    keygen.standardOutput = kidPipe
-    try keygen.run()
-    keygen.waitUntilExit()
-    let kid = String(decoding: kidPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-    try FileManager.default.copyItem(atPath: "\(dir)/gk/\(kid).pub", toPath: "\(dir)/sk/\(kid).pub")
-    func start(_ arguments: [String]) throws -> Process {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: vault)
-        p.arguments = arguments + ["--log-level", "error"]
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        return p
-    }
-    let gateway = try start(["gateway", "--socket", dir + "/g.sock", "--keys", dir + "/gk", "--processor", "sandbox:\(dir)/ledger.sqlite"])
-    let sidecar = try start(["serve", "--socket", dir + "/v.sock", "--keys", dir + "/sk", "--store", store.replacingOccurrences(of: "DIR", with: dir), "--gateway", dir + "/g.sock"])
-    defer { for p in [sidecar, gateway] { p.terminate(); p.waitUntilExit() } }
-    let client = SidecarClient(socketPath: dir + "/v.sock")
-    for _ in 0..<200 where (try? client.health()) != true { usleep(50_000) }
-    let card = SecureBytes(Array(#"{"number":"4242424242424242","exp_month":12,"exp_year":2030,"cvc":"123"}"#.utf8))
-    let seconds = quick ? 1.5 : 4.0
-    for c in [1, 8, 64] {
-        // Enough tokens for the run (about 1,000 payments/s per core at most), made first.
-        let count = Int(Double(c == 1 ? 2000 : 5000) * seconds / 4.0) + 500
-        final class Tokens: @unchecked Sendable { var list: [String] = []; var next = 0; let lock = NSLock() }
-        let tokens = Tokens()
-        DispatchQueue.concurrentPerform(iterations: 4) { _ in
-            var mine: [String] = []
-            for _ in 0..<(count / 4) {
-                if let t = (try? client.tokenize(cardJSON: card))?.json?["token"] as? String { mine.append(t) }
-            }
-            tokens.lock.withLock { tokens.list += mine }
-        }
-        let noop = run(c, seconds: seconds) { (try? client.health()) == true }
-        let pay = run(c, seconds: seconds) {
-            let token: String? = tokens.lock.withLock {
-                guard tokens.next < tokens.list.count else { return nil }
-                defer { tokens.next += 1 }
-                return tokens.list[tokens.next]
-            }
-            guard let token else { return false }
-            return (try? client.pay(token: token, amount: 1050, currency: "EUR", idempotencyKey: "bench-" + token))?.json?["status"] as? String == "succeeded"
-        }
-        figures["pay_\(label)_\(c)"] = pay.rate
-        figures["pay_noop_\(label)_\(c)"] = noop.rate
-        line("| payment (sidecar → gateway → sandbox, \(label)), c=\(c): p50 \(fmt(pay.p50, 2)) ms, p99 \(fmt(pay.p99, 2)) ms | \(fmt(pay.rate)) payments/s | \(fmt(noop.rate)) (no-op route) | \(fmt(pay.rate / noop.rate, 3)) |")
-    }
-    let storeLabel = label
-    for (label, p) in [("sidecar", sidecar), ("gateway", gateway)] {
-        let status = (try? String(contentsOfFile: "/proc/\(p.processIdentifier)/status", encoding: .utf8)) ?? ""
-        let hwm = status.split(separator: "\n").first { $0.hasPrefix("VmHWM") }.map(String.init) ?? "VmHWM: ?"
-        line("| \(label) peak RSS after the payment load (\(storeLabel)): \(hwm.replacingOccurrences(of: "VmHWM:", with: "").trimmingCharacters(in: .whitespaces)) | | | |")
-    }
-}
-
-if let vault = option("--vault"), !args.contains("--no-sidecar") {
-    line("")
-    line("## Tokenize and pay against the no-op route")
-    line("")
-    line("Sidecar over its Unix socket (load generator in this process, same 2 cores; one connection per request, HTTP/1.1; a token is acknowledged after its commit is durable: SQLite WAL with synchronous=FULL and group commit, PostgreSQL with synchronous_commit=on over a Unix socket):")
-    line("")
-    line("| operation | rate | no-op route rate | ratio |")
-    line("|---|---:|---:|---:|")
-    // Each tokenize includes the gateway's fingerprint (an open per card, batched); the row
-    // without a gateway shows what that hop costs.
-    try sidecarLoad(vault: vault, store: "sqlite:DIR/tokens.sqlite", label: "SQLite")
-    try sidecarLoad(vault: vault, store: "sqlite:DIR/tokens.sqlite", label: "SQLite, no gateway", withGateway: false)
-    if let pg = ProcessInfo.processInfo.environment["VAULT_BENCH_POSTGRES"] {
-        try sidecarLoad(vault: vault, store: pg, label: "PostgreSQL")
-    }
-    line("")
-    line("Payments over the same socket (each payment: the token's envelope sent to `vault gateway`, opened, checked and charged by the sandbox; the gateway's open cost alone is the 'envelope open + metadata check' row above, as a ratio to C `crypto_box_seal_open`):")
-    line("")
-    line("| operation | rate | no-op route rate | ratio |")
-    line("|---|---:|---:|---:|")
-    try paymentsLoad(vault: vault, store: "sqlite:DIR/t.sqlite", label: "SQLite")
-    if let pg = ProcessInfo.processInfo.environment["VAULT_BENCH_POSTGRES"] {
-        try paymentsLoad(vault: vault, store: pg, label: "PostgreSQL")
-    }
+// 6 and 7: the sidecar's routes under load (ServerLoad.swift).
+if let vault = option("--vault"), let loadgen = option("--loadgen"), !args.contains("--no-sidecar"), !linesOnly {
+    try serverSections(vault: vault, loadgen: loadgen, publicKey: pk)
 }
 
 if let out = option("--json") {
