@@ -60,25 +60,17 @@ public struct WebhookSecret: Sendable {
     ///   others than its owner (and group), or shorter than 32 bytes. Never shows the content.
     public static func load(path: String) throws(VaultError) -> WebhookSecret {
         let field = "sidecar.webhook_secret_file"
-        var info = stat()
-        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
-            throw VaultError(.configInvalid, "the webhook secret file \(path) cannot be read", field: field)
+        let file: (bytes: SecureBytes, mode: mode_t)
+        do throws(VaultError) { file = try SecretFile.read(path: path) } catch {
+            throw VaultError(.configInvalid, "the webhook secret file \(path) cannot be read (\(error.code))", field: field)
         }
-        guard info.st_mode & 0o007 == 0 else {
+        guard file.mode & 0o007 == 0 else {
             throw VaultError(.configInvalid, "the webhook secret file \(path) is readable by others (chmod 0600 or 0640)", field: field)
         }
-        guard let handle = FileHandle(forReadingAtPath: path) else {
-            throw VaultError(.configInvalid, "the webhook secret file \(path) cannot be read", field: field)
-        }
-        defer { try? handle.close() }
-        var bytes = [UInt8]((try? handle.readToEnd()) ?? Data())
-        defer { for i in bytes.indices { bytes[i] = 0 } }
-        var end = bytes.count
-        while end > 0, [0x20, 0x0a, 0x0d, 0x09].contains(bytes[end - 1]) { end -= 1 }
-        guard end >= minimumBytes else {
+        guard file.bytes.count >= minimumBytes else {
             throw VaultError(.configInvalid, "the webhook secret in \(path) is shorter than \(minimumBytes) bytes", field: field)
         }
-        return WebhookSecret(key: SecureBytes(bytes[..<end]))
+        return WebhookSecret(key: file.bytes)
     }
 
     /// `Vault-Signature`'s value for `body` sent at `timestamp` (Unix seconds):
