@@ -96,14 +96,7 @@ public final class EventStore: Sendable {
             clauses.append("object_id = ?")
             arguments.append(object)
         }
-        if let from = q.createdFrom {
-            clauses.append("created_at >= ?")
-            arguments.append(from)
-        }
-        if let to = q.createdTo {
-            clauses.append("created_at <= ?")
-            arguments.append(to)
-        }
+        q.createdRange(into: &clauses, &arguments)
         if let cursor = q.startingAfter {
             guard let seq = EventRecord.seq(cursor), try await !db.query("SELECT 1 FROM vault_events WHERE seq = ?", [seq]).isEmpty else {
                 return .unknownCursor

@@ -21,6 +21,20 @@ public struct ListQuery: Sendable, Equatable {
     }
 }
 
+extension ListQuery {
+    /// The creation range's clauses (`created_at`, both bounds inclusive) and their arguments.
+    public func createdRange(into clauses: inout [String], _ arguments: inout [any SQLBindable]) {
+        if let createdFrom {
+            clauses.append("created_at >= ?")
+            arguments.append(createdFrom)
+        }
+        if let createdTo {
+            clauses.append("created_at <= ?")
+            arguments.append(createdTo)
+        }
+    }
+}
+
 /// What a list query found: the page, whether more follow, or that its cursor names no object.
 public enum ListPage<Item: Sendable>: Sendable {
     case page([Item], hasMore: Bool)
@@ -41,14 +55,7 @@ extension Database {
     ) async throws(StoreError) -> ListPage<SQLRow> {
         var clauses = (kind.map { [$0] } ?? []) + filters.map(\.0)
         var arguments = filters.flatMap(\.1)
-        if let from = q.createdFrom {
-            clauses.append("created_at >= ?")
-            arguments.append(from)
-        }
-        if let to = q.createdTo {
-            clauses.append("created_at <= ?")
-            arguments.append(to)
-        }
+        q.createdRange(into: &clauses, &arguments)
         if let cursor = q.startingAfter {
             let cursorWhere = (["\(idColumn) = ?"] + (kind.map { [$0] } ?? [])).joined(separator: " AND ")
             guard let row = try await query("SELECT created_at FROM \(table) WHERE \(cursorWhere)", [cursor]).first else {
