@@ -130,10 +130,16 @@ public final class EventStore: Sendable {
         case failed(status: Int?, error: String, retryAt: Date)
     }
 
-    /// Records attempts' outcomes, in one transaction.
-    public func record(_ outcomes: [(seq: Int64, outcome: Outcome)], at now: Date) async throws(StoreError) {
+    /// Records attempts' outcomes, in one transaction; with `holder`, only while it holds the
+    /// `webhook` lease (a deliverer whose lease lapsed records nothing: the holder sends again).
+    public func record(_ outcomes: [(seq: Int64, outcome: Outcome)], at now: Date, holder: String? = nil) async throws(StoreError) {
         guard !outcomes.isEmpty else { return }
         try await db.transaction { (tx) throws(StoreError) in
+            if let holder {
+                let held = try await tx.query(
+                    "SELECT 1 FROM vault_leases WHERE name = 'webhook' AND holder = ? AND until_at > \(tx.dialect.nowMillis)", [holder])
+                guard !held.isEmpty else { return }
+            }
             for (seq, outcome) in outcomes {
                 switch outcome {
                 case .delivered(let status):
@@ -151,15 +157,17 @@ public final class EventStore: Sendable {
         }
     }
 
-    /// Takes or renews the lease `name` for `holder` until `until`: true when `holder` has it (it
-    /// was free, expired, or already its own). One sidecar of a store delivers at a time.
-    public func lease(_ name: String, holder: String, until: Date, now: Date) async throws(StoreError) -> Bool {
-        try await !db.write("""
-            INSERT INTO vault_leases (name, holder, until_at) VALUES (?, ?, ?)
+    /// Takes or renews the lease `name` for `holder` for `seconds`: true when `holder` has it
+    /// (it was free, lapsed, or already its own). One sidecar of a store delivers at a time.
+    /// Times are the database's clock, so the clocks of the sidecars' hosts do not matter.
+    public func lease(_ name: String, holder: String, seconds: Int) async throws(StoreError) -> Bool {
+        let now = db.dialect.nowMillis
+        return try await !db.write("""
+            INSERT INTO vault_leases (name, holder, until_at) VALUES (?, ?, \(now) + ?)
             ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, until_at = excluded.until_at
-            WHERE vault_leases.holder = excluded.holder OR vault_leases.until_at < ?
+            WHERE vault_leases.holder = excluded.holder OR vault_leases.until_at < \(now)
             RETURNING holder
-            """, [name, holder, until, now]).isEmpty
+            """, [name, holder, seconds * 1000]).isEmpty
     }
 
     /// Gives the lease up (at a graceful stop), so another sidecar takes over at once.

@@ -48,7 +48,7 @@ public struct WebhookEndpoint: Sendable, Equatable, CustomStringConvertible {
 }
 
 /// The webhook signing secret (`sidecar.webhook_secret_file`): the file's bytes without trailing
-/// whitespace, at least 32 of them, held in wiped memory. The sidecar signs each delivery with it
+/// line breaks, at least 32 of them, held in wiped memory. The sidecar signs each delivery with it
 /// (`Vault-Signature`); the receiver checks with the same secret.
 public struct WebhookSecret: Sendable {
     public static let minimumBytes = 32
@@ -56,16 +56,16 @@ public struct WebhookSecret: Sendable {
 
     public init(key: SecureBytes) { self.key = key }
 
-    /// - Throws: `CONFIG_INVALID` (field `sidecar.webhook_secret_file`): unreadable, readable by
-    ///   others than its owner (and group), or shorter than 32 bytes. Never shows the content.
+    /// - Throws: `CONFIG_INVALID` (field `sidecar.webhook_secret_file`): unreadable, a mode above
+    ///   0640 (group write, anything for others), or shorter than 32 bytes. Never shows the content.
     public static func load(path: String) throws(VaultError) -> WebhookSecret {
         let field = "sidecar.webhook_secret_file"
         let file: (bytes: SecureBytes, mode: mode_t)
         do throws(VaultError) { file = try SecretFile.read(path: path) } catch {
             throw VaultError(.configInvalid, "the webhook secret file \(path) cannot be read (\(error.code))", field: field)
         }
-        guard file.mode & 0o007 == 0 else {
-            throw VaultError(.configInvalid, "the webhook secret file \(path) is readable by others (chmod 0600 or 0640)", field: field)
+        guard file.mode & 0o037 == 0 else {
+            throw VaultError(.configInvalid, "the webhook secret file \(path) has mode \(String(file.mode, radix: 8)): at most 0640 (chmod 0600 or 0640)", field: field)
         }
         guard file.bytes.count >= minimumBytes else {
             throw VaultError(.configInvalid, "the webhook secret in \(path) is shorter than \(minimumBytes) bytes", field: field)

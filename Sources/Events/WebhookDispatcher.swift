@@ -10,8 +10,11 @@ import VaultCrypto
 /// Delivers the outbox's events to the webhook endpoint (docs/events.md "Webhooks"), as a service
 /// of the sidecar:
 ///
-/// - One deliverer per store: the sidecar holding the `webhook` lease (renewed while it runs,
-///   given up at a graceful stop, taken over by another sidecar of the store once it expires).
+/// - One deliverer per store: the sidecar holding the `webhook` lease (30 s by the database's
+///   clock, renewed at half of it; a batch starts attempts for 5 s at most, so it ends inside the
+///   lease; outcomes are recorded only while the lease is held; given up at a graceful stop, taken
+///   over by another sidecar of the store once it lapses). Holders are named by host name and
+///   socket path: sidecars sharing a store need distinct ones.
 /// - In order per object: only the earliest pending event of an object is ever sent, so an
 ///   object's later event waits until the earlier one was delivered. Different objects go in
 ///   parallel (at most `parallel` requests at once).
@@ -31,7 +34,11 @@ public struct WebhookDispatcher: Service {
         public var maxBackoff: TimeInterval = 300
         public var timeout: TimeInterval = 10
         public var poll: Duration = .milliseconds(250)
-        public var lease: TimeInterval = 15
+        /// The lease's term: longer than a batch can take (`batchWindow` plus one attempt's
+        /// `timeout`), renewed at half of it.
+        public var lease: TimeInterval = 30
+        /// New attempts of a batch start within this window; then the batch ends.
+        public var batchWindow: TimeInterval = 5
         public var batch = 64
         public var parallel = 8
 
@@ -71,7 +78,7 @@ public struct WebhookDispatcher: Service {
                     // The holder renews at half its lease; another sidecar asks every third of one.
                     if leasedUntil.timeIntervalSince(now) < configuration.lease / 2, now >= nextTry {
                         let until = now.addingTimeInterval(configuration.lease)
-                        let held = try await events.lease(Self.leaseName, holder: configuration.holder, until: until, now: now)
+                        let held = try await events.lease(Self.leaseName, holder: configuration.holder, seconds: Int(configuration.lease))
                         leasedUntil = held ? until : .distantPast
                         nextTry = held ? .distantPast : now.addingTimeInterval(configuration.lease / 3)
                         metrics?.leaseHeld(held)
@@ -98,6 +105,8 @@ public struct WebhookDispatcher: Service {
     public func deliverDue(now: Date = Date()) async throws(StoreError) -> Int {
         let due = try await events.due(now: now, limit: configuration.batch)
         guard !due.isEmpty else { return 0 }
+        // Attempts start within `batchWindow`, so the batch ends well inside the lease.
+        let closes = Date().addingTimeInterval(configuration.batchWindow)
         let outcomes = await withTaskGroup(of: (Int64, EventStore.Outcome).self) { group in
             var results: [(seq: Int64, outcome: EventStore.Outcome)] = []
             var next = due.makeIterator(), running = 0
@@ -107,18 +116,18 @@ public struct WebhookDispatcher: Service {
             }
             for await result in group {
                 results.append(result)
-                if let e = next.next() { group.addTask { (e.seq, await self.attempt(e)) } }
+                if Date() < closes, let e = next.next() { group.addTask { (e.seq, await self.attempt(e)) } }
             }
             return results
         }
-        try await events.record(outcomes, at: Date())
+        try await events.record(outcomes, at: Date(), holder: configuration.holder)
         for (_, outcome) in outcomes {
             switch outcome {
             case .delivered: metrics?.attempt(delivered: true)
             case .failed: metrics?.attempt(delivered: false)
             }
         }
-        return due.count
+        return outcomes.count
     }
 
     /// One POST of `event`; its outcome.

@@ -64,19 +64,25 @@ public final class SQLCustomerStore: CustomerStore, MandateStore {
                 guard try await !tx.query(
                     "SELECT id FROM vault_instruments WHERE id = ? AND customer = ?", [instrument, id]).isEmpty else { return .instrumentNotFound }
             }
+            // One UPDATE for every field changed: one `customer.updated` event per change.
+            var set: [String] = [], values: [any SQLBindable] = []
             if let reference = change.reference {
                 if uniqueReference, let reference, try await !Self.takeReference(reference, for: id, tx) { return .referenceTaken }
                 try await tx.query(
                     "DELETE FROM vault_customer_references WHERE customer = ? AND reference <> ?", [id, reference ?? ""])
-                try await tx.query("UPDATE vault_customers SET reference = ? WHERE id = ?", [reference, id])
+                set.append("reference = ?")
+                values.append(reference)
             }
             if let instrument = change.defaultInstrument {
-                try await tx.query("UPDATE vault_customers SET default_instrument = ? WHERE id = ?", [instrument, id])
+                set.append("default_instrument = ?")
+                values.append(instrument)
             }
             if let metadata {
-                try await tx.query("UPDATE vault_customers SET metadata = ? WHERE id = ?", [metadata.column, id])
+                set.append("metadata = ?")
+                values.append(metadata.column)
                 try await tx.replaceMetadata(metadata, of: .customer, id: id)
             }
+            if !set.isEmpty { try await tx.query("UPDATE vault_customers SET \(set.joined(separator: ", ")) WHERE id = ?", values + [id]) }
             return .updated
         }
     }
@@ -96,6 +102,14 @@ public final class SQLCustomerStore: CustomerStore, MandateStore {
                 .map { (r) throws(StoreError) in try r.string(0) }
             try await tx.query("DELETE FROM vault_customer_references WHERE customer = ?", [id])
             try await tx.query("DELETE FROM vault_customers WHERE id = ?", [id])
+            // Erasure reaches the events outbox too (docs/events.md): the customer's and its
+            // instruments' events keep only their id, object and `erased` (no reference, metadata
+            // or card metadata), delivered or not.
+            for object in [id] + instruments {
+                try await tx.query(
+                    "UPDATE vault_events SET data = '{\"id\":\"' || object_id || '\",\"object\":\"' || object_type || '\",\"erased\":true}' WHERE object_id = ?",
+                    [object])
+            }
             return .erased(CustomerErasure(customer: id, instruments: instruments.sorted(), mandatesCancelled: cancelled.sorted()))
         }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import SocketHTTP
 import Logging
 import NIOCore
 import ServiceLifecycle
@@ -58,7 +59,8 @@ public final class GatewayFingerprinter: Fingerprinter, @unchecked Sendable {
             let start = inFlight < maxInFlight
             if start { inFlight += 1 }
             lock.unlock()
-            if start { Task { await self.drain() } }
+            // The drain serves other requests too: it carries no request's id into its log lines.
+            if start { Task { await RequestScope.$requestID.withValue(nil) { await self.drain() } } }
         }
         return [try result.get()]
     }

@@ -140,6 +140,9 @@ public enum RequestFields {
                 throw VaultError(.requestFieldCardNumber, "a metadata key looks like it holds a card number; card numbers go only in card.number", field: "metadata")
             }
             let field = "metadata[\(JSONReader.printable(key))]"
+            guard !key.unicodeScalars.contains(where: Self.isControl) else {
+                throw VaultError(.metadataInvalid, "a metadata key has no control characters", field: "metadata")
+            }
             guard !key.isEmpty, key.count <= Metadata.maxKeyLength else {
                 throw VaultError(.metadataInvalid, "a metadata key is 1 to \(Metadata.maxKeyLength) characters", field: "metadata")
             }
@@ -164,8 +167,14 @@ public enum RequestFields {
         guard !CardNumberScanner.containsCardNumber(value) else {
             throw VaultError(.requestFieldCardNumber, "\(field) looks like it holds a card number; card numbers go only in card.number", field: field)
         }
+        guard !value.unicodeScalars.contains(where: isControl) else {
+            throw VaultError(.metadataInvalid, "\(field) has no control characters (U+0000 to U+001F, U+007F)", field: field)
+        }
         return value
     }
+
+    /// U+0000–U+001F and U+007F: never in metadata (PostgreSQL refuses U+0000 in text).
+    static func isControl(_ u: Unicode.Scalar) -> Bool { u.value < 0x20 || u.value == 0x7F }
 
     /// A positive amount in minor units (at most `Currency.maximumAmount`).
     public static func amount(_ r: inout JSONReader, field: String = "amount") throws(VaultError) -> Int {

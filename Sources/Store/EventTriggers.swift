@@ -191,8 +191,8 @@ extension Dialect {
     /// Stands for "now in milliseconds" in a rule's type expression (replaced per dialect).
     static let nowMillisMarker = "NOW_MS"
 
-    /// The Unix time in milliseconds at the statement.
-    var nowMillis: String {
+    /// The Unix time in milliseconds at the statement, by the database's clock (SQL).
+    public var nowMillis: String {
         backend == .sqlite
             ? "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
             : "floor(extract(epoch from clock_timestamp()) * 1000)::bigint"

@@ -30,7 +30,7 @@ def verify(secret: bytes, header: str, body: bytes, now: float | None = None) ->
 
 def read_secret(path: str) -> bytes:
     with open(path, "rb") as f:
-        return f.read().rstrip(b" \t\r\n")
+        return f.read().rstrip(b"\r\n")
 
 
 class Receiver:

@@ -57,6 +57,9 @@ import VaultCrypto
             (#"{\#(Self.card),"metadata":{"k":1}}"#, "metadata[k]"),
             (#"{\#(Self.card),"metadata":["k"]}"#, "metadata"),
             (#"{\#(Self.card),"metadata":{\#(tooMany)}}"#, "metadata"),
+            // Control characters (U+0000 would fail in PostgreSQL) are refused with the code.
+            (#"{\#(Self.card),"metadata":{"k":"a\u0000b"}}"#, "metadata[k]"),
+            (#"{\#(Self.card),"metadata":{"k\u0007":"v"}}"#, "metadata"),
         ]
         try await FreeTextCardNumberTests().withApp { client, db in
             for (body, field) in bodies {

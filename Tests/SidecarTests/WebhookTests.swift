@@ -52,7 +52,8 @@ import VaultCrypto
         #expect(try WebhookSecret.load(path: write("group", String(repeating: "s", count: 40), mode: 0o640)).signature(body: [], timestamp: 1).hasPrefix("t=1,"))
         let short = write("short", String(repeating: "s", count: 31) + "\n", mode: 0o600)
         let open = write("open", String(repeating: "s", count: 40), mode: 0o644)
-        for path in [short, open, dir + "/missing", dir] {
+        let groupWritable = write("group-writable", String(repeating: "s", count: 40), mode: 0o660)
+        for path in [short, open, groupWritable, dir + "/missing", dir] {
             do {
                 _ = try WebhookSecret.load(path: path)
                 Issue.record("\(path) was accepted")

@@ -52,13 +52,17 @@ import VaultCrypto
         // A customer: created, updated, an instrument attached, a mandate made and cancelled, erased.
         let c = CustomerRecord(id: RandomID.make(prefix: "cus_"), reference: "crm-1", createdAt: Self.t0)
         _ = try await customers.create(c, claim: nil, uniqueReference: false)
-        _ = try await customers.update(c.id, CustomerChange(reference: .some("crm-2")), uniqueReference: false)
+        // Reference and metadata changed together: one event.
+        var change = CustomerChange(reference: .some("crm-2"))
+        change.metadata = Metadata(["tier": "gold"])
+        _ = try await customers.update(c.id, change, uniqueReference: false)
         let card = InstrumentRecord(id: RandomID.make(prefix: "ins_"), customer: c.id, envelope: try sampleEnvelope(), createdAt: Self.t0)
         #expect(try await customers.attach(card, makeDefault: true))
         let m = MandateRecord(
             id: RandomID.make(prefix: "man_"), customer: c.id, instrument: card.id, amount: 999, maxAmount: 999, currency: "EUR",
             interval: .month, maxCycles: 12, createdAt: Self.t0, expiresAt: Self.t0.addingTimeInterval(86_400 * 400))
         _ = try await customers.createMandate(m, claim: nil)
+        let beforeErasure = try await Self.events(h.db)
         _ = try await customers.delete(c.id)
 
         let all = try await Self.events(h.db)
@@ -80,9 +84,16 @@ import VaultCrypto
         #expect(payment["status"] as? String == "succeeded" && payment["amount"] as? Int == 5000 && payment["reference"] as? String == "sbx_1")
         #expect(payment["amount_captured"] as? Int == 5000 && payment["capture_method"] as? String == "automatic")
         #expect(all[6].data["payment"] as? String == p.id && all[6].data["amount"] as? Int == 1200)
-        #expect(all[8].data["reference"] as? String == "crm-2" && (all[8].data["metadata"] as? [String: String]) == [:])
-        #expect(all[10].data["default_instrument"] as? String == card.id)
+        #expect(beforeErasure[8].data["reference"] as? String == "crm-2" && (beforeErasure[8].data["metadata"] as? [String: String]) == ["tier": "gold"])
+        #expect(beforeErasure[10].data["default_instrument"] as? String == card.id)
+        #expect(beforeErasure[9].data["card"] is [String: Any], "an instrument's card metadata, until erasure")
         #expect(all[12].data["status"] as? String == "cancelled" && all[12].data["interval"] as? String == "month")
+        // Erasure reached the outbox: the customer's and its instrument's events keep only their id.
+        for e in all where e.object == c.id || e.object == card.id {
+            #expect(e.data.count == 3 && e.data["id"] as? String == e.object && e.data["erased"] as? Bool == true, "\(e.type): \(e.data)")
+        }
+        let erasedText = try await h.db.query("SELECT data FROM vault_events WHERE object_id IN (?, ?)", [c.id, card.id]).map { try $0.string(0) }.joined()
+        #expect(!erasedText.contains("crm-") && !erasedText.contains("gold") && !erasedText.contains("4242"))
         let text = try await h.db.query("SELECT data FROM vault_events").map { try $0.string(0) }.joined()
         #expect(!text.contains("4242424242424242") && !text.contains("5555555555554444") && !text.contains("\"envelope\""))
         #expect(!text.contains("\"ciphertext\"") && !text.contains("\"fields\""), "no envelope part in an event")
@@ -140,15 +151,23 @@ import VaultCrypto
         let delivered = try #require(try await events.get(listed.id))
         #expect(delivered.delivery.delivered && delivered.delivery.attempts == 1 && delivered.delivery.lastStatus == 204)
 
-        // The lease: one holder; its renewal; another once it expired; a release frees it.
-        #expect(try await events.lease("webhook", holder: "one", until: now.addingTimeInterval(15), now: now))
-        #expect(try await events.lease("webhook", holder: "two", until: now.addingTimeInterval(15), now: now) == false)
-        #expect(try await events.lease("webhook", holder: "one", until: now.addingTimeInterval(30), now: now.addingTimeInterval(10)))
-        #expect(try await events.lease("webhook", holder: "two", until: now.addingTimeInterval(60), now: now.addingTimeInterval(31)))
+        // The lease (the database's clock): one holder; its renewal; another once it lapsed; a
+        // release frees it. Outcomes are recorded only by the holder.
+        #expect(try await events.lease("webhook", holder: "one", seconds: 30))
+        #expect(try await events.lease("webhook", holder: "two", seconds: 30) == false)
+        #expect(try await events.lease("webhook", holder: "one", seconds: 30))
+        _ = try await h.db.write("UPDATE vault_leases SET until_at = 0")
+        #expect(try await events.lease("webhook", holder: "two", seconds: 30))
+        #expect(try await events.lease("webhook", holder: "one", seconds: 30) == false)
+        let last = try #require(try await events.due(now: retry, limit: 10).first)
+        try await events.record([(last.seq, .delivered(status: 200))], at: retry, holder: "one")
+        #expect(try await events.get(last.id)?.delivery.delivered == false, "a lapsed holder records nothing")
+        try await events.record([(last.seq, .delivered(status: 200))], at: retry, holder: "two")
+        #expect(try await events.get(last.id)?.delivery.delivered == true)
         try await events.release("webhook", holder: "one")
-        #expect(try await events.lease("webhook", holder: "one", until: now.addingTimeInterval(15), now: now.addingTimeInterval(32)) == false)
+        #expect(try await events.lease("webhook", holder: "one", seconds: 30) == false, "only the holder's release frees it")
         try await events.release("webhook", holder: "two")
-        #expect(try await events.lease("webhook", holder: "one", until: now.addingTimeInterval(15), now: now.addingTimeInterval(32)))
+        #expect(try await events.lease("webhook", holder: "one", seconds: 30))
     }
 
     @Test(arguments: Backend.available)

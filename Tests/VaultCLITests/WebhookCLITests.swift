@@ -125,7 +125,7 @@ import Testing
             (["--webhook", "http://127.0.0.1:9/hooks"], "sidecar.webhook_secret_file"),
             (["--webhook", "http://example.com/hooks", "--webhook-secret-file", Self.secret(s)], "sidecar.webhook"),
             (["--webhook", "https://127.0.0.1/hooks", "--webhook-secret-file", Self.secret(s)], "sidecar.webhook"),
-            (["--webhook", "unix:/tmp/h.sock", "--webhook-secret-file", Self.secret(s, "open.secret", mode: 0o644)], "readable by others"),
+            (["--webhook", "unix:/tmp/h.sock", "--webhook-secret-file", Self.secret(s, "open.secret", mode: 0o644)], "at most 0640"),
             (["--webhook", "unix:/tmp/h.sock", "--webhook-secret-file", Self.secret(s, "short.secret", bytes: 16)], "shorter than 32 bytes"),
             (["--event-retention", "60"], "sidecar.event_retention"),
         ]

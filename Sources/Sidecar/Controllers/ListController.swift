@@ -7,8 +7,8 @@ import Tokenizer
 import VaultCrypto
 
 /// Lists and searches (README "Listing and search"): `GET /v1/payments`, `/v1/refunds`,
-/// `/v1/customers`, `/v1/instruments` (roles: pay, admin) and `/v1/tokens` (tokenize, pay, admin:
-/// the roles of the object's own GET). Newest first, cursor-paginated (`limit`, `starting_after`),
+/// `/v1/customers`, `/v1/instruments` and `/v1/tokens` (roles: pay, admin: a list shows every
+/// caller's objects, so never to a tokenize-only caller). Newest first, cursor-paginated (`limit`, `starting_after`),
 /// `{"object":"list","data":[…],"has_more":…}`, each item as the object's GET answers it; payments,
 /// refunds, customers and tokens searched by `metadata[key]=value` (every pair given must match)
 /// (customers without their `instruments`: list them with `GET /v1/instruments?customer=…`).

@@ -12,6 +12,12 @@ enum KeyFileIO {
     /// Reads a whole key file into `SecureBytes`. When `private` is true, refuses a file that group
     /// or others may read.
     static func read(path: String, private isPrivate: Bool, expecting kind: KeyKind? = nil) throws(VaultError) -> SecureBytes {
+        var mode: mode_t = 0
+        return try read(path: path, private: isPrivate, expecting: kind, mode: &mode)
+    }
+
+    /// The same, also giving the mode of the file read (from `fstat` of the open file).
+    static func read(path: String, private isPrivate: Bool, expecting kind: KeyKind? = nil, mode: inout mode_t) throws(VaultError) -> SecureBytes {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {
             let e = errno
@@ -26,6 +32,7 @@ enum KeyFileIO {
         guard (st.st_mode & S_IFMT) == S_IFREG else {
             throw VaultError(.keyFileUnreadable, "\(path) is not a regular file", field: path)
         }
+        mode = st.st_mode & 0o7777
         let tooOpen = isPrivate && st.st_mode & 0o077 != 0
         let contents = try readContents(fd: fd, path: path)
         if tooOpen {
