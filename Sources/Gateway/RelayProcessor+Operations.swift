@@ -238,6 +238,11 @@ extension RelayProcessor {
             guard !reference.isEmpty else {
                 throw .refused(.operationNotSupported, "the authorization left no processor reference (the template's response.reference); nothing was sent")
             }
+            // The processor's own text goes into a path and headers: never a dot segment (the
+            // path would climb) nor a control character (a header would break).
+            guard reference != ".", reference != "..", !reference.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+                throw .refused(.operationNotSupported, "the processor reference of this authorization cannot be sent back (a dot segment or a control character); nothing was sent")
+            }
             return reference
         case "payment_id": return request.paymentID
         // The operation id: unique per operation and the same on every re-send of it.
