@@ -3,6 +3,7 @@ import Gateway
 import GatewayAPI
 import HummingbirdTesting
 import NIOCore
+import Store
 import Testing
 import VaultCrypto
 
@@ -286,6 +287,35 @@ import VaultCrypto
         }
         #expect(try await relay.operation(capture.operationID) == nil)
         #expect(Self.operations(s).isEmpty)
+    }
+
+    /// A processor reference that would climb the path (`..`) or break a header (a control
+    /// character) is never sent back: refused before sending, nothing recorded.
+    @Test func aReferenceThatIsADotSegmentOrHoldsAControlCharacterIsNotSent() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        let s = try StandIn(dir: f.dir, name: "processor")
+        defer { s.stop() }
+        let path = "\(f.dir)/relay-ledger.sqlite"
+        let relay = try await RelayProcessorTests.load(
+            Self.template(base: "http://127.0.0.1:\(s.port)"), dir: f.dir, environment: Self.environment, ledger: try await LedgerBackend.sqlite(path))
+        let db = try Database(sqlitePath: path)
+        for bad in ["..", ".", "pi_1\r\nX-Injected: 1"] {
+            let (payment, reference) = try await Self.authorize(f, relay, amount: 800)
+            #expect(!reference.isEmpty)
+            _ = try await db.write("UPDATE vault_ledger SET reference = ? WHERE payment_id = ?", [bad, payment])
+            let capture = Self.op(.capture, payment, amount: 800)
+            do {
+                _ = try await relay.operate(capture)
+                Issue.record("a reference \(bad.debugDescription) was sent back")
+            } catch {
+                #expect(error == .refused(
+                    .operationNotSupported,
+                    "the processor reference of this authorization cannot be sent back (a dot segment or a control character); nothing was sent"))
+            }
+            #expect(try await relay.operation(capture.operationID) == nil)
+        }
+        #expect(Self.operations(s).isEmpty, "nothing reached the processor")
     }
 
     /// A redirect is never followed (nothing reaches where it points) and is an unknown outcome.
