@@ -30,7 +30,6 @@ public final class SQLCustomerStore: CustomerStore, MandateStore {
             try await tx.query(
                 "INSERT INTO vault_customers (id, reference, default_instrument, created_at, metadata) VALUES (?, ?, ?, ?, ?)",
                 [c.id, c.reference, c.defaultInstrument, c.createdAt, c.metadata.column])
-            try await tx.insertMetadata(c.metadata, of: .customer, id: c.id)
             return .created
         }
     }
@@ -80,7 +79,6 @@ public final class SQLCustomerStore: CustomerStore, MandateStore {
             if let metadata {
                 set.append("metadata = ?")
                 values.append(metadata.column)
-                try await tx.replaceMetadata(metadata, of: .customer, id: id)
             }
             if !set.isEmpty { try await tx.query("UPDATE vault_customers SET \(set.joined(separator: ", ")) WHERE id = ?", values + [id]) }
             return .updated

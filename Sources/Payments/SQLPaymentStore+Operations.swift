@@ -27,7 +27,6 @@ extension SQLPaymentStore: PaymentOperationStore {
                 "INSERT INTO vault_payment_operations (\(Self.operationColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [op.id, op.paymentID, op.kind.rawValue, op.scope, op.idempotencyKey, op.request, op.amount, op.currency, op.status.rawValue,
                  op.code, op.reference, op.createdAt, op.updatedAt, op.metadata.column])
-            try await tx.insertMetadata(op.metadata, of: .refund, id: op.id)
             return .created
         }
     }

@@ -34,16 +34,8 @@ public final class SQLPaymentStore: PaymentStore, SessionStore {
         let arguments = values + Self.customerSource(of: r.request)
         let inserted: Bool
         do throws(StoreError) {
-            if r.metadata.isEmpty {
-                inserted = try await !db.write(sql, arguments).isEmpty
-            } else {
-                // The payment and its metadata's search rows commit together (before the gateway is called).
-                inserted = try await db.transaction { (tx) throws(StoreError) -> Bool in
-                    guard try await !tx.query(sql, arguments).isEmpty else { return false }
-                    try await tx.insertMetadata(r.metadata, of: .payment, id: r.id)
-                    return true
-                }
-            }
+            // Its metadata's search rows are written by the store's trigger in the same statement's transaction.
+            inserted = try await !db.write(sql, arguments).isEmpty
         } catch where error.code == .duplicate {
             // Two requests under one key racing from two sidecars: the loser's insert can trip the
             // single-use token index (not the key's) while the winner commits. If the key's

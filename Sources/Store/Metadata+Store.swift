@@ -1,7 +1,8 @@
 import Foundation
 import VaultCrypto
 
-/// `Metadata` in the store: its column text and its search rows (migration `0007-metadata`).
+/// `Metadata` in the store: its column text (the search rows of `vault_metadata` follow the
+/// column by trigger, migration `0007-metadata`) and its search filters.
 extension Metadata {
     /// The text of the object's `metadata` column: nil when empty (no pair costs nothing).
     public var column: String? {
@@ -22,23 +23,6 @@ extension Metadata {
             throw StoreError(.corruptRow, "a stored metadata column does not parse")
         }
         self.init(pairs)
-    }
-}
-
-extension Transaction {
-    /// Writes `metadata` as `owner`'s rows of `vault_metadata` (after deleting the ones it had).
-    public func replaceMetadata(_ metadata: Metadata, of owner: Metadata.Owner, id: String) async throws(StoreError) {
-        try await query("DELETE FROM vault_metadata WHERE object_type = ? AND object_id = ?", [owner.rawValue, id])
-        try await insertMetadata(metadata, of: owner, id: id)
-    }
-
-    /// Adds `metadata`'s rows for a new object (nothing for an empty one).
-    public func insertMetadata(_ metadata: Metadata, of owner: Metadata.Owner, id: String) async throws(StoreError) {
-        guard !metadata.isEmpty else { return }
-        let pairs = metadata.sorted
-        let values = pairs.map { _ in "(?, ?, ?, ?)" }.joined(separator: ", ")
-        let arguments: [any SQLBindable] = pairs.flatMap { [owner.rawValue, id, $0.key, $0.value] as [any SQLBindable] }
-        try await query("INSERT INTO vault_metadata (object_type, object_id, key, value) VALUES \(values)", arguments)
     }
 }
 

@@ -323,6 +323,39 @@ public enum Migrations {
             "CREATE INDEX vault_metadata_search ON vault_metadata (object_type, key, value, object_id)",
         ]
         for (table, owner, id) in owners {
+            // The search rows follow the `metadata` column, by trigger, in the writing transaction:
+            // every writer keeps them right, and a token with metadata still goes through the
+            // group commit with the others (no transaction of its own).
+            let pairs = d.backend == .sqlite ? "json_each(NEW.metadata)" : "json_each_text(NEW.metadata::json)"
+            let insertPairs = """
+                INSERT INTO vault_metadata (object_type, object_id, key, value) SELECT '\(owner)', NEW.\(id), key, value FROM \(pairs)
+                """
+            if d.backend == .sqlite {
+                statements.append("""
+                    CREATE TRIGGER \(table)_metadata_insert AFTER INSERT ON \(table) FOR EACH ROW WHEN NEW.metadata IS NOT NULL
+                    BEGIN \(insertPairs); END
+                    """)
+                statements.append("""
+                    CREATE TRIGGER \(table)_metadata_update AFTER UPDATE OF metadata ON \(table) FOR EACH ROW
+                    BEGIN DELETE FROM vault_metadata WHERE object_type = '\(owner)' AND object_id = NEW.\(id);
+                    \(insertPairs) WHERE NEW.metadata IS NOT NULL; END
+                    """)
+            } else {
+                statements.append("""
+                    CREATE FUNCTION \(table)_metadata_write() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+                    IF TG_OP = 'UPDATE' THEN DELETE FROM vault_metadata WHERE object_type = '\(owner)' AND object_id = NEW.\(id); END IF;
+                    IF NEW.metadata IS NOT NULL THEN \(insertPairs); END IF;
+                    RETURN NULL; END $$
+                    """)
+                statements.append("""
+                    CREATE TRIGGER \(table)_metadata_insert AFTER INSERT ON \(table)
+                    FOR EACH ROW WHEN (NEW.metadata IS NOT NULL) EXECUTE FUNCTION \(table)_metadata_write()
+                    """)
+                statements.append("""
+                    CREATE TRIGGER \(table)_metadata_update AFTER UPDATE OF metadata ON \(table)
+                    FOR EACH ROW EXECUTE FUNCTION \(table)_metadata_write()
+                    """)
+            }
             if d.backend == .sqlite {
                 statements.append("""
                     CREATE TRIGGER \(table)_metadata_forget AFTER DELETE ON \(table)

@@ -27,19 +27,8 @@ public final class SQLTokenStore: TokenStore {
     /// Stores a token. Concurrent inserts share one transaction (group commit): each caller
     /// returns only after the commit that holds its row is durable, and one commit serves them all.
     public func insert(_ record: TokenRecord) async throws(StoreError) {
-        let stored = StoredToken(record)
-        guard !record.metadata.isEmpty else {
-            if let failure = await batcher.submit(stored.values) { throw failure }
-            return
-        }
-        // With metadata: the row and its search rows in one transaction of their own (a token
-        // without metadata, the usual one, costs no statement more than before).
-        try await db.transaction { (tx) throws(StoreError) in
-            guard try await !tx.query(GroupCommit.insertSQL, stored.values).isEmpty else {
-                throw StoreError(.tokenExists, "a token with that id exists")
-            }
-            try await tx.insertMetadata(record.metadata, of: .token, id: record.token)
-        }
+        // Its metadata's search rows are written by the store's trigger in the same transaction.
+        if let failure = await batcher.submit(StoredToken(record).values) { throw failure }
     }
 
     public func get(_ token: String, now: Date) async throws(StoreError) -> TokenRecord? {
