@@ -38,13 +38,15 @@ class Receiver:
 
     def __init__(self, secret: bytes, record: str | None = None):
         self.secret, self.lock = secret, threading.Lock()
-        self.deliveries, self.bad, self.fail_next = [], 0, 0
+        self.deliveries, self.bad, self.bad_samples, self.truncated, self.fail_next = [], 0, [], 0, 0
         self.record = open(record, "a") if record else None
 
     def handle(self, headers, body: bytes) -> int:
         if not verify(self.secret, headers.get("Vault-Signature", ""), body):
             with self.lock:
                 self.bad += 1
+                self.bad_samples.append({"signature": headers.get("Vault-Signature", ""), "length": len(body),
+                                         "received": time.time(), "sha256": hashlib.sha256(body).hexdigest()})
             return 400
         event = json.loads(body)
         with self.lock:
@@ -67,7 +69,15 @@ class Receiver:
             protocol_version = "HTTP/1.1"
 
             def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                length = int(self.headers.get("Content-Length", "0"))
+                body = self.rfile.read(length)
+                if len(body) < length:
+                    # The sender died (or the receiver was taken down) mid-body: no delivery was
+                    # made, so there is nothing to verify or answer; the vault sends it again.
+                    with receiver.lock:
+                        receiver.truncated += 1
+                    self.close_connection = True
+                    return
                 status = receiver.handle(self.headers, body)
                 self.send_response(status)
                 self.send_header("Content-Length", "0")
