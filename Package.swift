@@ -156,7 +156,7 @@ let package = Package(
         ),
         // The sidecar's executable (`vault serve` execs it, so a running sidecar never maps the
         // opening code that `vault` links).
-        .executableTarget(name: "vault-sidecar", dependencies: ["ServerCLI", "SocketHTTP"]),
+        .executableTarget(name: "vault-sidecar", dependencies: ["ServerCLI"]),
         // The `vault` subcommands (argument-parser); the executable only calls into this.
         .target(
             name: "VaultCLI",

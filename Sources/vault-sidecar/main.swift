@@ -1,5 +1,4 @@
 import ServerCLI
-import SocketHTTP
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -18,5 +17,4 @@ if getenv("SWIFT_BACKTRACE") == nil {
 }
 // A closed pipe is an IO_ERROR, not a signal death.
 signal(SIGPIPE, SIG_IGN)
-if getenv("VAULT_POOL_EXECUTOR") == nil { ConcurrencyOnEventLoops.install() }
 await SidecarCommand.runMain()
