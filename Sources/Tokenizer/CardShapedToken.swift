@@ -24,7 +24,7 @@ public enum CardShapedToken {
     public static let minimumLength = 15
     /// Longest card number.
     public static let maximumLength = 19
-    /// Draws of a token before `CARD_TOKEN_SPACE_EXHAUSTED` (each taken one is `TOKEN_EXISTS`).
+    /// Draws of a token before `TOKEN_SPACE_EXHAUSTED` (each taken one is `TOKEN_EXISTS`).
     public static let attempts = 10
 
     /// Where middles come from: the CSPRNG, or a test's script (to make collisions happen).
@@ -94,6 +94,6 @@ public enum CardShapedToken {
             }
             if !Luhn.isValid(token) { return String(decoding: token, as: UTF8.self) }
         }
-        throw VaultError(.cardTokenSpaceExhausted, "no card-shaped token could be drawn for this card", field: "token_format")
+        throw VaultError(.tokenSpaceExhausted, "no card-shaped token could be drawn for this card", field: "token_format")
     }
 }

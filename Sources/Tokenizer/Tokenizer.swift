@@ -60,7 +60,7 @@ public struct Tokenizer: Sendable {
     /// policy's).
     /// - Throws: the card-rule and card-input codes of `CardEnvelope.seal`; `TOKEN_EXISTS`,
     ///   `STORE_UNAVAILABLE` from the store; for a card-shaped token `CARD_TOKEN_SPACE_TOO_SMALL`,
-    ///   `CARD_TOKEN_SPACE_EXHAUSTED`.
+    ///   `TOKEN_SPACE_EXHAUSTED`.
     public func tokenize(_ card: CardData, metadata: Metadata = Metadata(), format: TokenFormat? = nil) async throws(VaultError) -> TokenRecord {
         let t = now()
         let month = CalendarMonth(date: t)
@@ -77,7 +77,7 @@ public struct Tokenizer: Sendable {
     /// when it opens the envelope.
     /// - Throws: `KEY_MISMATCH` for a kid the key ring does not list, `KEY_RETIRED` for a retired
     ///   one, `ENVELOPE_METADATA_INVALID`, card-rule codes, store codes; for a card-shaped token
-    ///   (`format`, nil: the policy's) `CARD_TOKEN_SPACE_TOO_SMALL`, `CARD_TOKEN_SPACE_EXHAUSTED`,
+    ///   (`format`, nil: the policy's) `CARD_TOKEN_SPACE_TOO_SMALL`, `TOKEN_SPACE_EXHAUSTED`,
     ///   and `CARD_TOKEN_NEEDS_CARD` when they pass the Luhn check (the sidecar cannot check that
     ///   the token is not the envelope's own card number).
     public func tokenize(envelope: CardEnvelope, metadata: Metadata = Metadata(), format: TokenFormat? = nil) async throws(VaultError) -> TokenRecord {
@@ -235,7 +235,7 @@ public struct Tokenizer: Sendable {
                 guard let shape, error.code == .tokenExists else { throw VaultError(store: error) }
                 guard attempt < CardShapedToken.attempts else {
                     throw VaultError(
-                        .cardTokenSpaceExhausted,
+                        .tokenSpaceExhausted,
                         "\(attempt) card-shaped tokens drawn for this card's first 6, last 4 and length were all taken; retry later or ask for a tok_ token",
                         field: "token_format")
                 }
@@ -290,7 +290,7 @@ struct CardShape {
             let token = try CardShapedToken.make(for: card, luhnValid: luhnValid, source: source)
             guard let pan, pan.withUnsafeBytes({ $0.elementsEqual(token.utf8) }) else { return token }
         }
-        throw VaultError(.cardTokenSpaceExhausted, "no card-shaped token other than the card's number could be drawn", field: "token_format")
+        throw VaultError(.tokenSpaceExhausted, "no card-shaped token other than the card's number could be drawn", field: "token_format")
     }
 }
 
