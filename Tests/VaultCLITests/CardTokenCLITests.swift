@@ -65,6 +65,26 @@ import Testing
         let (deleted, _) = try s.curl(s.sidecarSocket, "DELETE", "/v1/tokens/\(other)")
         #expect(deleted == 204)
         #expect(try s.curl(s.sidecarSocket, "GET", "/v1/tokens/\(other)").0 == 404)
+        // The CLI asks for one too (the card sealed at the door, or here with --key).
+        let cli = try vault("tokenize", "--socket", s.sidecarSocket, "--token-format", "tok",
+                            input: #"{"number":"4242424242424242","exp_month":12,"exp_year":2030}"#)
+        #expect(cli.status == 0 && cli.out.contains(#""token":"tok_"#), "\(cli.stderr)")
+        let pub = "\(s.dir)/sidecar-keys/" + (try FileManager.default.contentsOfDirectory(atPath: s.dir + "/sidecar-keys").first { $0.hasSuffix(".pub") } ?? "")
+        let sealed = try vault("tokenize", "--socket", s.sidecarSocket, "--key", pub, input: #"{"number":"5555555555554444","exp_month":12,"exp_year":2030}"#)
+        let sealedToken = Self.json(sealed.out)["token"] as? String ?? ""
+        #expect(sealed.status == 0 && sealedToken.count == 16 && sealedToken.hasPrefix("555555") && sealedToken.hasSuffix("4444"), "\(sealed.stderr)")
+        let shortCLI = try vault("tokenize", "--socket", s.sidecarSocket, input: #"{"number":"36227206271667","exp_month":12,"exp_year":2030}"#)
+        #expect(shortCLI.status == 6 && shortCLI.stderr.contains("CARD_TOKEN_SPACE_TOO_SMALL"), "\(shortCLI.stderr)")
+        // The Luhn-valid variant: passes the check, is never the card, pays; an envelope sealed elsewhere is refused.
+        s.stop(s.sidecar)
+        try s.startSidecar(extra: store + ["--token-format", "card", "--card-token-luhn-valid"])
+        let (_, valid) = try s.curl(s.sidecarSocket, "POST", "/v1/tokens", "{\(card)}")
+        let luhnToken = try #require(Self.json(valid)["token"] as? String, "\(valid)")
+        #expect(Self.isLuhnValid(luhnToken) && luhnToken != "4242424242424242" && luhnToken.hasPrefix("424242"))
+        let (paidValid, _, paidBody) = try s.pay(luhnToken, key: PaymentsCLITests.key())
+        #expect(paidValid == 201, "\(paidBody)")
+        let needs = try vault("tokenize", "--socket", s.sidecarSocket, "--key", pub, input: #"{"number":"5555555555554444","exp_month":12,"exp_year":2030}"#)
+        #expect(needs.status == 6 && needs.stderr.contains("CARD_TOKEN_NEEDS_CARD"), "\(needs.stderr)")
         s.collectLogs()
         #expect(!s.logs.contains("4242424242424242"))
     }
