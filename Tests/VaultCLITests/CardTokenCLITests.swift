@@ -45,6 +45,16 @@ import Testing
         let (missing, _, missingBody) = try s.pay("4242421234567890", key: PaymentsCLITests.key())
         #expect(missing == 404 && missingBody.contains("TOKEN_NOT_FOUND"), "\(missingBody)")
 
+        // Its events name it; a customer's instrument is made from one.
+        let (events, eventsBody) = try s.curl(s.sidecarSocket, "GET", "/v1/events?object=\(token)")
+        #expect(events == 200 && eventsBody.contains("token.created"), "\(eventsBody)")
+        let (_, second) = try s.curl(s.sidecarSocket, "POST", "/v1/tokens", #"{\#(card),"token_format":"card"}"#)
+        let attachable = try #require(Self.json(second)["token"] as? String)
+        let (_, customer) = try s.curl(s.sidecarSocket, "POST", "/v1/customers", "{}")
+        let customerID = try #require(Self.json(customer)["id"] as? String, "\(customer)")
+        let (attached, attachBody) = try s.curl(s.sidecarSocket, "POST", "/v1/customers/\(customerID)/instruments", #"{"token":"\#(attachable)"}"#)
+        #expect(attached == 201, "\(attachBody)")
+
         // Too short a card (14 digits) is refused; a bad format is named.
         let diners = #"{"card":{"number":"36227206271667","exp_month":12,"exp_year":2030},"token_format":"card"}"#
         let (short, shortBody) = try s.curl(s.sidecarSocket, "POST", "/v1/tokens", diners)
