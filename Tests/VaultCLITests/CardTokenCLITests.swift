@@ -24,7 +24,8 @@ import Testing
         let s = try PaymentsCLITests.Stack()
         try s.startGateway()
         let store = backend == "postgres" ? ["--store", try GatewayCLITests.postgresStore()] : []
-        try s.startSidecar(extra: store)
+        let audit = s.dir + "/audit.log"
+        try s.startSidecar(extra: store + ["--audit-log", audit])
         let card = #""card":{"number":"4242 4242 4242 4242","exp_month":12,"exp_year":2030,"cvc":"123"}"#
 
         // Per request.
@@ -54,6 +55,10 @@ import Testing
         let customerID = try #require(Self.json(customer)["id"] as? String, "\(customer)")
         let (attached, attachBody) = try s.curl(s.sidecarSocket, "POST", "/v1/customers/\(customerID)/instruments", #"{"token":"\#(attachable)"}"#)
         #expect(attached == 201, "\(attachBody)")
+
+        // The audit log names it as card_<digits> (an id of digits alone would be refused as a card number).
+        let lines = (try? String(contentsOfFile: audit, encoding: .utf8)) ?? ""
+        #expect(lines.contains(#""token":"card_\#(token)""#) && !lines.contains("invalid_event"), "\(lines)")
 
         // Too short a card (14 digits) is refused; a bad format is named.
         let diners = #"{"card":{"number":"36227206271667","exp_month":12,"exp_year":2030},"token_format":"card"}"#
