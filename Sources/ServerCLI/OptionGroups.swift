@@ -69,6 +69,12 @@ public struct SidecarOptions: ParsableArguments {
     @Option(name: .customLong(S.cvcTTL.flag), help: S.cvcTTL.argumentHelp)
     public var cvcTTL: Double?
 
+    @Option(name: .customLong(S.tokenFormat.flag), help: S.tokenFormat.argumentHelp, completion: .list(["tok", "card"]))
+    public var tokenFormat: String?
+
+    @Flag(name: .customLong(S.cardTokenLuhnValid.flag), help: S.cardTokenLuhnValid.argumentHelp)
+    public var cardTokenLuhnValid = false
+
     @Option(name: .customLong(S.allow.flag), help: S.allow.argumentHelp)
     public var allow: [String] = []
 

@@ -79,6 +79,12 @@ public enum SidecarSettings: SettingsSection {
         .sidecar, "keys", default: "Keys", help: "Keys directory (public keys and ring.json; never secret or fingerprint keys).")
     public static let tokenTTL = Setting(.sidecar, "token_ttl", default: "900", maximum: Setting.year, help: "Token lifetime in seconds, 1 to 31536000 (a year).")
     public static let cvcTTL = Setting(.sidecar, "cvc_ttl", default: "300", maximum: Setting.day, help: "CVC lifetime in seconds, 1 to 86400 (a day), ≤ token lifetime.")
+    public static let tokenFormat = Setting(
+        .sidecar, "token_format", default: "tok",
+        help: "Form of new tokens when a request names none: tok (tok_ + 128 random bits) or card (card-shaped: the card's length, first 6 and last 4, a random middle failing the Luhn check; docs/card-tokens.md).")
+    public static let cardTokenLuhnValid = Setting(
+        .sidecar, "card_token_luhn_valid", default: "false",
+        help: "Card-shaped tokens pass the Luhn check (off: they fail it, so no system can take one for a real card). Only for cards sealed at the door (docs/card-tokens.md).")
     public static let allow = Setting(
         .sidecar, "allow", otherwise: "this process's uid, every role",
         help: "Allow a local user or group: uid:N=roles or gid:N=roles (roles: tokenize,pay,admin). Repeatable.")
@@ -119,7 +125,7 @@ public enum SidecarSettings: SettingsSection {
         .sidecar, "log_requests", default: "false", help: "Log every request (route template, status, duration, request id, error code) at info level.")
 
     public static let all = [
-        socket, socketMode, socketGroup, store, keys, tokenTTL, cvcTTL, allow, gateway, reconcileAfter, authorizationTTL, sessionMaxAttempts,
+        socket, socketMode, socketGroup, store, keys, tokenTTL, cvcTTL, tokenFormat, cardTokenLuhnValid, allow, gateway, reconcileAfter, authorizationTTL, sessionMaxAttempts,
         customerReferenceUnique, webhook, webhookSecretFile, webhookMaxBackoff, eventRetention, auditLog, logLevel, logFormat, logRequests,
     ]
 }

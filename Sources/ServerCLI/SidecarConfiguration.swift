@@ -27,7 +27,12 @@ extension SidecarServer.Configuration {
         guard cvcTTL <= tokenTTL else {
             throw VaultError(.configInvalid, "sidecar.cvc_ttl (\(Int(cvcTTL)) s) must not exceed sidecar.token_ttl (\(Int(tokenTTL)) s)", field: "sidecar.cvc_ttl")
         }
-        c.policy = TokenPolicy(tokenTTL: tokenTTL, cvcTTL: cvcTTL)
+        let format = try s.string(S.tokenFormat, flag: o.sidecar.tokenFormat) ?? "tok"
+        guard let tokenFormat = TokenFormat(rawValue: format) else {
+            throw VaultError(.configInvalid, "sidecar.token_format must be tok or card", field: "sidecar.token_format")
+        }
+        let luhnValid = try s.bool(S.cardTokenLuhnValid, flag: o.sidecar.cardTokenLuhnValid)
+        c.policy = TokenPolicy(tokenTTL: tokenTTL, cvcTTL: cvcTTL, format: tokenFormat, cardTokenLuhnValid: luhnValid)
         let allow = try s.list(S.allow, flag: o.sidecar.allow)
         if !allow.isEmpty {
             c.peers = try s.checked(S.allow, flag: o.sidecar.allow.first) { () throws(VaultError) in try PeerPolicy(parsing: allow) }

@@ -56,11 +56,17 @@ public struct AuditMiddleware: RouterMiddleware {
         let envelope = note.envelope.flatMap { Self.isVaultEnvelopeID($0) ? $0 : nil }
         let event = AuditEvent(
             action: action, outcome: outcome, uid: context.peer?.uid,
-            token: note.token ?? (pathIDs ? p.get("token") : nil), payment: note.payment ?? (pathIDs ? p.get("payment") : nil),
+            token: (note.token ?? (pathIDs ? p.get("token") : nil)).map(Self.auditTokenID), payment: note.payment ?? (pathIDs ? p.get("payment") : nil),
             customer: note.customer ?? (pathIDs ? p.get("customer") : nil), kid: note.kid, envelope: envelope)
         if !log.record(event) {
             context.logger.error("audit log write failed", metadata: ["error": "\(log.lastError.map(\.code.rawValue) ?? "?")"])
         }
+    }
+
+    /// A token as the audit log writes it: a card-shaped token (15 to 19 digits, docs/card-tokens.md)
+    /// as `card_<digits>`, since an id of digits alone is refused as a card number (docs/audit-log.md).
+    static func auditTokenID(_ token: String) -> String {
+        (15...19).contains(token.utf8.count) && token.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) ? "card_" + token : token
     }
 
     /// `env_` and 32 lowercase hex characters, as `CardEnvelope.seal` makes them.

@@ -8,7 +8,7 @@ import VaultCrypto
 /// (docs/threat-model.md: never where deleting it leaves a copy). The fingerprint is the gateway's
 /// answer (docs/key-files.md), nil until the gateway has given it.
 public struct TokenRecord: Sendable, Equatable {
-    /// `tok_` + 26 base32 characters (128 random bits).
+    /// `tok_` + 26 base32 characters (128 random bits), or a card-shaped token (`CardShapedToken`).
     public var token: String
     /// The envelope without its CVC field.
     public var envelope: CardEnvelope

@@ -6,7 +6,8 @@ import VaultCrypto
 /// Turns cards into tokens: seals raw cards at the door (public key only), accepts envelopes the
 /// caller sealed, stores ciphertext and metadata, hands back random tokens.
 ///
-/// Tokens are `tok_` + 128 random bits: never derived from the PAN. Fingerprints come from the
+/// Tokens are `tok_` + 128 random bits, or card-shaped when asked (`CardShapedToken`): never
+/// derived from the PAN. Fingerprints come from the
 /// gateway (`Fingerprinter`): the sidecar never holds the fingerprint key (docs/key-files.md). CVCs
 /// are held in memory (`HeldCVCs`), never written to the store (docs/threat-model.md).
 public struct Tokenizer: Sendable {
@@ -26,6 +27,8 @@ public struct Tokenizer: Sendable {
     public let policy: TokenPolicy
     /// The clock (tests move it).
     public let now: @Sendable () -> Date
+    /// Where the middles of card-shaped tokens come from (the CSPRNG; tests script collisions).
+    public var cardTokenDigits = CardShapedToken.DigitSource.system
 
     /// A tokenizer.
     public init(
@@ -53,14 +56,17 @@ public struct Tokenizer: Sendable {
         self.now = now
     }
 
-    /// Validates and seals a raw card, then stores it.
+    /// Validates and seals a raw card, then stores it, under a token of `format` (nil: the
+    /// policy's).
     /// - Throws: the card-rule and card-input codes of `CardEnvelope.seal`; `TOKEN_EXISTS`,
-    ///   `STORE_UNAVAILABLE` from the store.
-    public func tokenize(_ card: CardData, metadata: Metadata = Metadata()) async throws(VaultError) -> TokenRecord {
+    ///   `STORE_UNAVAILABLE` from the store; for a card-shaped token `CARD_TOKEN_SPACE_TOO_SMALL`,
+    ///   `TOKEN_SPACE_EXHAUSTED`.
+    public func tokenize(_ card: CardData, metadata: Metadata = Metadata(), format: TokenFormat? = nil) async throws(VaultError) -> TokenRecord {
         let t = now()
         let month = CalendarMonth(date: t)
         let envelope = try CardEnvelope.seal(card, to: keys.snapshot.primary, validator: validator, now: month)
-        return try await store(envelope, at: t, sealedHere: true, metadata: metadata)
+        let shape = try cardShape(format, envelope.card, pan: card.number)
+        return try await store(envelope, at: t, sealedHere: true, metadata: metadata, shape: shape)
     }
 
     /// Stores an envelope sealed elsewhere (by a caller with the public key).
@@ -70,8 +76,11 @@ public struct Tokenizer: Sendable {
     /// right lengths, the expiry has not passed). The gateway re-derives and checks the metadata
     /// when it opens the envelope.
     /// - Throws: `KEY_MISMATCH` for a kid the key ring does not list, `KEY_RETIRED` for a retired
-    ///   one, `ENVELOPE_METADATA_INVALID`, card-rule codes, store codes.
-    public func tokenize(envelope: CardEnvelope, metadata: Metadata = Metadata()) async throws(VaultError) -> TokenRecord {
+    ///   one, `ENVELOPE_METADATA_INVALID`, card-rule codes, store codes; for a card-shaped token
+    ///   (`format`, nil: the policy's) `CARD_TOKEN_SPACE_TOO_SMALL`, `TOKEN_SPACE_EXHAUSTED`,
+    ///   and `CARD_TOKEN_NEEDS_CARD` when they pass the Luhn check (the sidecar cannot check that
+    ///   the token is not the envelope's own card number).
+    public func tokenize(envelope: CardEnvelope, metadata: Metadata = Metadata(), format: TokenFormat? = nil) async throws(VaultError) -> TokenRecord {
         switch keys.snapshot.statuses[envelope.kid] {
         case nil:
             throw VaultError(.keyMismatch, "the envelope is sealed to key \(envelope.kid), which this vault's key ring does not list", field: "envelope.kid")
@@ -108,13 +117,14 @@ public struct Tokenizer: Sendable {
         if let code = expiry.validate(now: CalendarMonth(date: t)) {
             throw VaultError(ErrorCode(cardRules: code), "the card's expiry is not usable", field: "envelope.card.exp_year")
         }
-        return try await store(envelope, at: t, sealedHere: false, metadata: metadata)
+        let shape = try cardShape(format, c, pan: nil)
+        return try await store(envelope, at: t, sealedHere: false, metadata: metadata, shape: shape)
     }
 
     /// The record of a live token.
     /// - Throws: `TOKEN_NOT_FOUND`, store codes.
     public func record(_ token: String) async throws(VaultError) -> TokenRecord {
-        guard RandomID.isWellFormed(token, prefix: "tok_") else {
+        guard RandomID.isWellFormed(token, prefix: "tok_") || CardShapedToken.isWellFormed(token) else {
             throw VaultError(.tokenNotFound, "no such token", field: "token")
         }
         let t = now()
@@ -205,20 +215,51 @@ public struct Tokenizer: Sendable {
     /// `sealedHere`: the sidecar sealed it from a raw card. A refusal by the gateway is then not
     /// the caller's doing (a gateway that does not open the primary yet): the token is stored and
     /// its fingerprint filled in later; a caller's envelope that the gateway refuses is refused.
-    private func store(_ envelope: CardEnvelope, at t: Date, sealedHere: Bool, metadata: Metadata) async throws(VaultError) -> TokenRecord {
+    /// `shape`: a card-shaped token (`cardShape`), nil for `tok_`.
+    private func store(_ envelope: CardEnvelope, at t: Date, sealedHere: Bool, metadata: Metadata, shape: CardShape?) async throws(VaultError) -> TokenRecord {
         let cvc = envelope.fields[.cvc]
         let stored = envelope.droppingCVC()
         let fingerprint = try await fingerprint(of: stored, refusalIsFinal: !sealedHere)
-        let record = TokenRecord(
-            token: RandomID.make(prefix: "tok_"), envelope: stored, cvcField: cvc, createdAt: t,
+        var record = TokenRecord(
+            token: try shape?.draw() ?? RandomID.make(prefix: "tok_"), envelope: stored, cvcField: cvc, createdAt: t,
             expiresAt: t.addingTimeInterval(policy.tokenTTL), cvcExpiresAt: cvc == nil ? nil : t.addingTimeInterval(policy.cvcTTL),
             singleUse: policy.singleUse, fingerprint: fingerprint, metadata: metadata.droppingEmptyValues)
-        // The store gets the record without its CVC; the CVC is held in memory only.
-        do throws(StoreError) { try await store.insert(record) } catch { throw VaultError(store: error) }
+        // The store gets the record without its CVC; the CVC is held in memory only. A card-shaped
+        // token that is taken (`TOKEN_EXISTS`) is drawn again, `CardShapedToken.attempts` in all.
+        var attempt = 1
+        while true {
+            do throws(StoreError) {
+                try await store.insert(record)
+                break
+            } catch {
+                guard let shape, error.code == .tokenExists else { throw VaultError(store: error) }
+                guard attempt < CardShapedToken.attempts else {
+                    throw VaultError(
+                        .tokenSpaceExhausted,
+                        "\(attempt) card-shaped tokens drawn for this card's first 6, last 4 and length were all taken; retry later or ask for a tok_ token",
+                        field: "token_format")
+                }
+                attempt += 1
+                record.token = try shape.draw()
+            }
+        }
         if let cvc, let expires = record.cvcExpiresAt {
             cvcs.hold(cvc, token: record.token, sealedKey: stored.sealedKey, expiresAt: expires)
         }
         return record
+    }
+
+    /// What a card-shaped token is drawn from, checked before anything else is done; nil for `tok_`.
+    private func cardShape(_ format: TokenFormat?, _ card: CardMetadata, pan: SecureBytes?) throws(VaultError) -> CardShape? {
+        guard (format ?? policy.format) == .card else { return nil }
+        try CardShapedToken.check(card)
+        if policy.cardTokenLuhnValid, pan == nil {
+            throw VaultError(
+                .cardTokenNeedsCard,
+                "Luhn-valid card-shaped tokens (card_token_luhn_valid) are made only for cards sealed here, where the token is checked not to be the card's number; send card, or ask for a tok_ token",
+                field: "token_format")
+        }
+        return CardShape(card: card, luhnValid: policy.cardTokenLuhnValid, pan: pan, source: cardTokenDigits)
     }
 
     /// The gateway's fingerprint of `envelope`, nil when it cannot answer now (filled in later).
@@ -235,6 +276,21 @@ public struct Tokenizer: Sendable {
             throw VaultError(code, message, field: "envelope")
         case nil: return nil
         }
+    }
+}
+
+/// A card-shaped token's draw: the card's shape and, for a Luhn-valid one, its number (only to
+/// check that the token is not it; never read otherwise).
+struct CardShape {
+    let card: CardMetadata, luhnValid: Bool, pan: SecureBytes?, source: CardShapedToken.DigitSource
+
+    /// A fresh token; a Luhn-valid one that is the card's own number is drawn again.
+    func draw() throws(VaultError) -> String {
+        for _ in 0..<CardShapedToken.attempts {
+            let token = try CardShapedToken.make(for: card, luhnValid: luhnValid, source: source)
+            guard let pan, pan.withUnsafeBytes({ $0.elementsEqual(token.utf8) }) else { return token }
+        }
+        throw VaultError(.tokenSpaceExhausted, "no card-shaped token other than the card's number could be drawn", field: "token_format")
     }
 }
 

@@ -15,6 +15,8 @@ struct Tokenize: ParsableCommand {
             Examples:
               echo '{"number":"4242424242424242","exp_month":12,"exp_year":30}' \\
                 | vault tokenize
+              echo '{"number":"4242424242424242","exp_month":12,"exp_year":30}' \\
+                | vault tokenize --token-format card
               vault tokenize --key Keys/0123456789abcdef.pub \\
                 --socket /run/vault/vault.sock < card.json
             """
@@ -26,6 +28,9 @@ struct Tokenize: ParsableCommand {
     @Option(help: "Seal locally with this public key and send only the envelope.", completion: .file())
     var key: String?
 
+    @Option(help: "Token form: tok (tok_ + 128 random bits) or card (card-shaped: the card's length, first 6 and last 4, random middle; docs/card-tokens.md). Default: the sidecar's token_format.")
+    var tokenFormat: String?
+
     func run() throws {
         try reportingErrors { () throws(VaultError) in
             let client = SidecarClient(socketPath: socket)
@@ -36,10 +41,10 @@ struct Tokenize: ParsableCommand {
                 let envelope = try input.withUnsafeBytes { b in
                     Result { () throws(VaultError) in try sealer.seal(cardJSON: StandardIO.droppingTrailingNewline(b)) }
                 }.get()
-                answer = try client.tokenize(envelope: envelope)
+                answer = try client.tokenize(envelope: envelope, tokenFormat: tokenFormat)
             } else {
                 let card = input.withUnsafeBytes { SecureBytes(copying: StandardIO.droppingTrailingNewline($0)) }
-                answer = try client.tokenize(cardJSON: card)
+                answer = try client.tokenize(cardJSON: card, tokenFormat: tokenFormat)
             }
             try StandardIO.write(answer.body + "\n")
         }

@@ -49,23 +49,30 @@ public struct SidecarClient: Sendable {
         }
     }
 
-    /// Tokenizes an envelope sealed by this caller.
+    /// Tokenizes an envelope sealed by this caller. `tokenFormat`: `"tok"` or `"card"` (card-shaped,
+    /// docs/card-tokens.md); nil: the sidecar's default.
     /// - Throws: the sidecar's error code, or `SIDECAR_UNREACHABLE`.
-    public func tokenize(envelope: CardEnvelope) throws(VaultError) -> Answer {
-        try checked(request("POST", "/v1/tokens", body: Array(("{\"envelope\":" + envelope.json + "}").utf8)))
+    public func tokenize(envelope: CardEnvelope, tokenFormat: String? = nil) throws(VaultError) -> Answer {
+        try checked(request("POST", "/v1/tokens", body: Array(("{\"envelope\":" + envelope.json + Self.formatField(tokenFormat) + "}").utf8)))
     }
 
-    /// Sends a raw card JSON object (`{"number",…}`, kept in `SecureBytes`) to be sealed at the door.
+    /// `,"token_format":"…"` (letters only), or nothing.
+    private static func formatField(_ format: String?) -> String {
+        format.map { ",\"token_format\":\"" + String($0.unicodeScalars.filter { $0.properties.isAlphabetic && $0.isASCII }.map(Character.init)) + "\"" } ?? ""
+    }
+
+    /// Sends a raw card JSON object (`{"number",…}`, kept in `SecureBytes`) to be sealed at the door,
+    /// for a token of `tokenFormat` (`"tok"`, `"card"`; nil: the sidecar's default).
     /// - Throws: the sidecar's error code, or `SIDECAR_UNREACHABLE`.
-    public func tokenize(cardJSON: SecureBytes) throws(VaultError) -> Answer {
-        let head = Array("{\"card\":".utf8)
-        let body = SecureBytes(capacity: head.count + cardJSON.count + 1) { out in
+    public func tokenize(cardJSON: SecureBytes, tokenFormat: String? = nil) throws(VaultError) -> Answer {
+        let head = Array("{\"card\":".utf8), tail = Array((Self.formatField(tokenFormat) + "}").utf8)
+        let body = SecureBytes(capacity: head.count + cardJSON.count + tail.count) { out in
             out.copyBytes(from: head)
             cardJSON.withUnsafeBytes { c in
                 if !c.isEmpty { (out.baseAddress! + head.count).copyMemory(from: c.baseAddress!, byteCount: c.count) }
             }
-            out[head.count + cardJSON.count] = UInt8(ascii: "}")
-            return head.count + cardJSON.count + 1
+            UnsafeMutableRawBufferPointer(rebasing: out[(head.count + cardJSON.count)...]).copyBytes(from: tail)
+            return head.count + cardJSON.count + tail.count
         }
         return try checked(body.withUnsafeBytes { b in Result { () throws(VaultError) in try request("POST", "/v1/tokens", body: b) } }.get())
     }

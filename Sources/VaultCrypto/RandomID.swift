@@ -22,6 +22,13 @@ public enum RandomID {
         return body.count == (bytes * 8 + 4) / 5 && body.allSatisfy { alphabet.contains($0) }
     }
 
+    /// `count` random decimal digits as ASCII bytes, each uniform on 0…9 (libsodium's
+    /// `randombytes_uniform`: no modulo bias). Card-shaped tokens take their middle from here.
+    public static func digits(_ count: Int) -> [UInt8] {
+        Sodium.ensureInitialised()
+        return (0..<max(count, 0)).map { _ in UInt8(ascii: "0") + UInt8(randombytes_uniform(10)) }
+    }
+
     static func base32(_ bytes: [UInt8]) -> String {
         var out: [UInt8] = []
         out.reserveCapacity((bytes.count * 8 + 4) / 5)

@@ -104,14 +104,15 @@ struct CustomerController: Sendable {
         return JSONOut.response(status, CustomerService.json(c, instruments))
     }
 
-    /// `{"token":"tok_…","default":true}`: the token becomes a reusable instrument (CVC dropped).
+    /// `{"token":"tok_…" (or a card-shaped token),"default":true}`: the token becomes a reusable instrument (CVC dropped).
     func attach(_ request: Request, customer: String) async throws -> Response {
         let service = try service()
+        let luhnValid = service.tokenizer.policy.cardTokenLuhnValid
         let (token, makeDefault) = try await JSONBody.parse(request) { (r: inout JSONReader) throws(VaultError) -> (String, Bool) in
             var token: String?, makeDefault = false
             try r.readObject { (r, key) throws(VaultError) in
                 switch key {
-                case "token": token = try RequestFields.freeText(r.readString(maxBytes: 64), field: "token")
+                case "token": token = try TokenID.read(&r, luhnValid: luhnValid, prefixed: false)
                 case "default": makeDefault = try r.readBool()
                 default: throw VaultError(.requestFieldUnknown, "attach takes token and default")
                 }

@@ -38,10 +38,12 @@ struct ListController: Sendable {
 
     /// `limit`, `starting_after` (an id with `cursorPrefix`), `created[gte]`, `created[lte]`
     /// (inclusive; `created[lte]` takes in the whole second it names, as answers show whole seconds).
-    static func query(_ p: QueryParameters, cursorPrefix: String) throws(APIError) -> ListQuery {
-        ListQuery(
+    /// `cursor`: a `starting_after` already read (a card-shaped token's).
+    static func query(_ p: QueryParameters, cursorPrefix: String, cursor: String? = nil) throws(APIError) -> ListQuery {
+        let after: String? = if let cursor { cursor } else { try p.id("starting_after", prefix: cursorPrefix) }
+        return ListQuery(
             limit: try p.int("limit", in: ListQuery.limits) ?? ListQuery.defaultLimit,
-            startingAfter: try p.id("starting_after", prefix: cursorPrefix),
+            startingAfter: after,
             createdFrom: try p.date("created[gte]"),
             createdTo: try p.date("created[lte]").map { $0.addingTimeInterval(0.999) })
     }
@@ -116,7 +118,8 @@ struct ListController: Sendable {
     /// `fingerprint` (the gateway's fingerprint of the card) and the common parameters: live tokens, metadata only.
     func tokens(_ request: Request) async throws -> Response {
         let p = try QueryParameters(request, allowed: Self.common.union(["fingerprint"]), metadata: true)
-        let q = try Self.query(p, cursorPrefix: "tok_")
+        let cardShaped = p["starting_after"].flatMap { TokenID.isCardShaped($0, luhnValid: tokenizer.policy.cardTokenLuhnValid) ? $0 : nil }
+        let q = try Self.query(p, cursorPrefix: "tok_", cursor: cardShaped)
         let fingerprint = try p.fingerprint()
         let search = try p.metadataSearch()
         let page: ListPage<TokenRecord>

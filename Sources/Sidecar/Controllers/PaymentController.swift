@@ -39,19 +39,23 @@ struct PaymentController: Sendable {
     func create(_ request: Request) async throws -> Response {
         let service = try service()
         let header = try RequestFields.idempotencyKeyHeader(request, reservedPrefix: MandateService.keyPrefix)
-        let parsed = try await JSONBody.parse(request) { (r: inout JSONReader) throws(VaultError) in try Self.parseRequest(&r, headerKey: header) }
+        let luhnValid = service.tokenizer.policy.cardTokenLuhnValid
+        let parsed = try await JSONBody.parse(request) { (r: inout JSONReader) throws(VaultError) in
+            try Self.parseRequest(&r, headerKey: header, cardTokensLuhnValid: luhnValid)
+        }
         let (payment, created) = try await service.pay(parsed)
         return PaymentAnswer.response(payment, created: created, markReplay: true, metrics: metrics)
     }
 
-    /// The body; `headerKey` is the `Idempotency-Key` header's (`RequestFields.idempotencyKey(header:body:)`).
-    static func parseRequest(_ r: inout JSONReader, headerKey: String? = nil) throws(VaultError) -> PaymentService.Request {
+    /// The body; `headerKey` is the `Idempotency-Key` header's (`RequestFields.idempotencyKey(header:body:)`);
+    /// `cardTokensLuhnValid`: the sidecar's `card_token_luhn_valid` (`TokenID.read`).
+    static func parseRequest(_ r: inout JSONReader, headerKey: String? = nil, cardTokensLuhnValid: Bool = false) throws(VaultError) -> PaymentService.Request {
         var token: String?, customer: String?, amount: Int?, currency: Currency?, key: String?, capture = true, metadata = Metadata()
         try r.readObject { (r, field) throws(VaultError) in
             switch field {
             case "metadata": metadata = try RequestFields.metadata(&r)
             case "capture": capture = try r.readBool()
-            case "token": token = try RequestFields.id(&r, prefix: "tok_", field: "token")
+            case "token": token = try TokenID.read(&r, luhnValid: cardTokensLuhnValid, prefixed: true)
             case "amount": amount = try RequestFields.amount(&r)
             case "currency": currency = try RequestFields.currency(&r)
             case "idempotency_key": key = try RequestFields.idempotencyKey(&r, reservedPrefix: MandateService.keyPrefix)
@@ -154,7 +158,7 @@ enum PaymentAnswer {
     static func noted(_ p: PaymentRecord) -> String {
         if let note = AuditNote.current {
             note.payment = p.id
-            if p.token.hasPrefix("tok_") { note.token = p.token }
+            if !p.token.hasPrefix("ins_") { note.token = p.token }
         }
         return PaymentService.json(p)
     }

@@ -24,22 +24,26 @@ struct TokenController: Sendable {
 
     func addRoutes<Context: RequestContext>(to group: RouterGroup<Context>) { group.add(Self.endpoints, controller: self) }
 
-    /// `{"card":{…}}` or `{"envelope":{…}}` → 201 with the token.
+    /// `{"card":{…}}` or `{"envelope":{…}}` (and `metadata`, `token_format`) → 201 with the token.
     func create(_ request: Request) async throws -> Response {
-        let (input, metadata) = try await JSONBody.parse(request) { (r: inout JSONReader) throws(VaultError) -> (CardInput, Metadata) in
-            var found: CardInput?, metadata = Metadata()
+        let (input, metadata, format) = try await JSONBody.parse(request) { (r: inout JSONReader) throws(VaultError) -> (CardInput, Metadata, TokenFormat?) in
+            var found: CardInput?, metadata = Metadata(), format: TokenFormat?
             try r.readObject { (r, key) throws(VaultError) in
                 if key == "metadata" {
                     metadata = try RequestFields.metadata(&r)
                     return
                 }
+                if key == "token_format" {
+                    format = try Self.tokenFormat(&r)
+                    return
+                }
                 guard try CardInput.read(key, from: &r, into: &found, envelopeFieldPrefix: true) else {
-                    throw VaultError(.requestFieldUnknown, "a token request has card or envelope, and metadata")
+                    throw VaultError(.requestFieldUnknown, "a token request has card or envelope, metadata and token_format")
                 }
             }
-            return (try CardInput.required(found), metadata)
+            return (try CardInput.required(found), metadata, format)
         }
-        let record = try await input.tokenize(with: tokenizer, metadata: metadata)
+        let record = try await input.tokenize(with: tokenizer, metadata: metadata, format: format)
         if let note = AuditNote.current {
             note.token = record.token
             note.kid = record.envelope.kid.rawValue
@@ -50,6 +54,14 @@ struct TokenController: Sendable {
         case .envelope: metrics.tokenCreated(source: "envelope")
         }
         return JSONOut.response(.created, Self.json(record))
+    }
+
+    /// `token_format`: `"tok"` or `"card"` (docs/card-tokens.md).
+    static func tokenFormat(_ r: inout JSONReader) throws(VaultError) -> TokenFormat {
+        guard let f = TokenFormat(rawValue: try r.readString(maxBytes: 16)) else {
+            throw VaultError(.requestFieldInvalid, "token_format is \"tok\" (tok_ + 128 random bits) or \"card\" (card-shaped)", field: "token_format")
+        }
+        return f
     }
 
     /// `{"number":"…","partial":false}` → 200 with what the number is (never an error for a bad number).
@@ -114,11 +126,36 @@ enum CardInput {
         return found
     }
 
-    /// The token for this card.
-    func tokenize(with tokenizer: Tokenizer, metadata: Metadata = Metadata()) async throws(VaultError) -> TokenRecord {
+    /// The token for this card, of `format` (nil: the sidecar's `token_format`).
+    func tokenize(with tokenizer: Tokenizer, metadata: Metadata = Metadata(), format: TokenFormat? = nil) async throws(VaultError) -> TokenRecord {
         switch self {
-        case .card(let card): try await tokenizer.tokenize(card, metadata: metadata)
-        case .envelope(let envelope): try await tokenizer.tokenize(envelope: envelope, metadata: metadata)
+        case .card(let card): try await tokenizer.tokenize(card, metadata: metadata, format: format)
+        case .envelope(let envelope): try await tokenizer.tokenize(envelope: envelope, metadata: metadata, format: format)
         }
+    }
+}
+
+/// A token named in a request (`token` of a payment or an attach, `starting_after` of the token
+/// list, `object` of the event list): `tok_…`, or a card-shaped token (docs/card-tokens.md).
+enum TokenID {
+    /// A card-shaped token the card-number rule of free text lets through: one that fails the Luhn
+    /// check always (no card number does); one that passes it only on a sidecar that makes them
+    /// (`card_token_luhn_valid`), as it looks like a card number. Such a value is resolved before
+    /// anything is stored, and one that names no token is `TOKEN_NOT_FOUND`.
+    static func isCardShaped(_ v: String, luhnValid: Bool) -> Bool {
+        CardShapedToken.isWellFormed(v) && (luhnValid || !Luhn.isValid(v.utf8))
+    }
+
+    /// The `token` field of a body: a card-shaped token (`isCardShaped`), else free text (never a
+    /// card number: `REQUEST_FIELD_CARD_NUMBER`) that `prefixed` requires to be `tok_` and
+    /// lower-case letters or digits.
+    static func read(_ r: inout JSONReader, luhnValid: Bool, prefixed: Bool) throws(VaultError) -> String {
+        let v = try r.readString(maxBytes: 64)
+        if isCardShaped(v, luhnValid: luhnValid) { return v }
+        let checked = try RequestFields.freeText(v, field: "token")
+        guard !prefixed || (v.hasPrefix("tok_") && v.utf8.allSatisfy({ (48...57).contains($0) || (97...122).contains($0) || $0 == 95 })) else {
+            throw VaultError(.requestFieldInvalid, "token is tok_ and lower-case letters or digits, or a card-shaped token", field: "token")
+        }
+        return checked
     }
 }

@@ -1,0 +1,115 @@
+import CardRules
+import Foundation
+import Testing
+import Tokenizer
+import VaultCrypto
+
+/// Card-shaped tokens (docs/card-tokens.md): shape, Luhn, randomness, collisions, refusals, on both stores.
+@Suite struct CardShapedTokenTests {
+    func card(_ number: String) throws -> CardData {
+        try CardData(number: SecureBytes(Array(number.utf8)), expiry: CardExpiry(month: 12, year: 2030), cvc: SecureBytes(Array((number.count == 15 ? "1234" : "123").utf8)))
+    }
+
+    func tokenizer(_ h: StoreHarness, luhnValid: Bool = false) -> Tokenizer {
+        Tokenizer(store: h.store, primaryKey: publicKey, policy: TokenPolicy(format: .card, cardTokenLuhnValid: luhnValid))
+    }
+
+    /// A digit source that answers `script` for every draw (a store seeded with its token collides).
+    static func scripted(_ script: [UInt8]) -> CardShapedToken.DigitSource {
+        CardShapedToken.DigitSource { n in Array(script.prefix(n)) }
+    }
+
+    @Test(arguments: Backend.available)
+    func keepsLengthFirstSixLastFourAndFailsLuhnByDefault(_ backend: Backend) async throws {
+        let h = try await backend.make()
+        defer { Task { await h.cleanup() } }
+        let t = tokenizer(h)
+        var middles = Set<String>()
+        for number in ["4242424242424242", "378282246310005"] {
+            for _ in 0..<20 {
+                let r = try await t.tokenize(card(number))
+                #expect(r.token.count == number.count)
+                #expect(r.token.prefix(6) == number.prefix(6) && r.token.suffix(4) == number.suffix(4))
+                #expect(!Luhn.isValid(Array(r.token.utf8)), "a card-shaped token fails the Luhn check by default")
+                #expect(r.token != number)
+                #expect(CardShapedToken.isWellFormed(r.token))
+                middles.insert(String(r.token.dropFirst(6).dropLast(4)))
+                #expect(try await t.record(r.token).envelope.id == r.envelope.id, "it resolves like any token")
+            }
+        }
+        #expect(middles.count > 30, "middles are drawn at random (40 tokens, \(middles.count) distinct middles)")
+        // The request's format wins over the policy's; tok_ stays what it was.
+        let plain = try await t.tokenize(card("4242424242424242"), format: .tok)
+        #expect(RandomID.isWellFormed(plain.token, prefix: "tok_"))
+        // Digits that name no token: TOKEN_NOT_FOUND, as any unknown token.
+        let unknown = await #expect(throws: VaultError.self) { _ = try await t.record("4242421111111114") }
+        #expect(unknown?.code == .tokenNotFound)
+    }
+
+    @Test func luhnValidVariantPassesAndIsNeverTheCard() async throws {
+        let h = try await Backend.sqlite.make()
+        defer { Task { await h.cleanup() } }
+        var t = tokenizer(h, luhnValid: true)
+        for _ in 0..<20 {
+            let r = try await t.tokenize(card("4242424242424242"))
+            #expect(Luhn.isValid(Array(r.token.utf8)))
+            #expect(r.token.hasPrefix("424242") && r.token.hasSuffix("4242") && r.token != "4242424242424242")
+        }
+        // A source that always draws the card's own middle: never handed out as its token.
+        t.cardTokenDigits = Self.scripted(Array("424242".utf8))
+        let e = await #expect(throws: VaultError.self) { _ = try await t.tokenize(card("4242424242424242")) }
+        #expect(e?.code == .tokenSpaceExhausted)
+        // An envelope sealed elsewhere: the sidecar cannot check the token against its number.
+        let needs = await #expect(throws: VaultError.self) { _ = try await t.tokenize(envelope: try sampleEnvelope()) }
+        #expect(needs?.code == .cardTokenNeedsCard)
+        #expect(try await h.store.count() == 20, "nothing stored for the refusals")
+    }
+
+    @Test(arguments: Backend.available)
+    func aCollisionIsDrawnAgainAndExhaustionIsRefused(_ backend: Backend) async throws {
+        let h = try await backend.make()
+        defer { Task { await h.cleanup() } }
+        var t = tokenizer(h)
+        let taken = Array("000001".utf8)   // 424242 000001 4242 fails the Luhn check
+        t.cardTokenDigits = Self.scripted(taken)
+        let first = try await t.tokenize(card("4242424242424242"))
+        #expect(first.token == "4242420000014242")
+        // The next draw collides once, then a fresh middle is stored.
+        final class Draws: @unchecked Sendable { var n = 0 }
+        let draws = Draws()
+        t.cardTokenDigits = CardShapedToken.DigitSource { n in
+            draws.n += 1
+            return draws.n == 1 ? taken : Array("000002".utf8)
+        }
+        let second = try await t.tokenize(card("4242424242424242"))
+        #expect(second.token == "4242420000024242" && draws.n == 2)
+        // Every draw taken: TOKEN_SPACE_EXHAUSTED after the bounded attempts, nothing more stored.
+        t.cardTokenDigits = Self.scripted(taken)
+        let e = await #expect(throws: VaultError.self) { _ = try await t.tokenize(card("4242424242424242")) }
+        #expect(e?.code == .tokenSpaceExhausted)
+        #expect(try await h.store.count() == 2)
+    }
+
+    @Test func shortCardsAreRefusedAndTheSpaceIsCounted() async throws {
+        let h = try await Backend.sqlite.make()
+        defer { Task { await h.cleanup() } }
+        let t = tokenizer(h)
+        let e = await #expect(throws: VaultError.self) { _ = try await t.tokenize(card("36227206271667")) }   // 14 digits
+        #expect(e?.code == .cardTokenSpaceTooSmall)
+        #expect(try await h.store.count() == 0)
+        #expect(CardShapedToken.space(length: 14, luhnValid: false) == 9_000)
+        #expect(CardShapedToken.space(length: 15, luhnValid: false) == 90_000)
+        #expect(CardShapedToken.space(length: 16, luhnValid: false) == 900_000)
+        #expect(CardShapedToken.space(length: 16, luhnValid: true) == 100_000)
+        #expect(CardShapedToken.space(length: 19, luhnValid: false) == 900_000_000)
+        // The count is exact: one completion in ten passes the Luhn check.
+        let prefix = Array("3782822".utf8), suffix = Array("0005".utf8)   // a 15-digit card, 4 middle digits free
+        var passing = 0
+        for m in 0..<10_000 {
+            let middle = Array(String(format: "%04d", m).utf8)
+            if Luhn.isValid(prefix.dropLast() + middle.prefix(4) + [prefix.last!] + suffix) { passing += 1 }
+        }
+        #expect(passing == 1_000)
+        #expect(!CardShapedToken.isWellFormed("tok_abc") && !CardShapedToken.isWellFormed("42424242424") && !CardShapedToken.isWellFormed("42424242424242424242"))
+    }
+}
