@@ -150,8 +150,9 @@ public struct GatewayClient: Sendable {
         }
         return entries.map { entry in
             switch entry {
-            // Named only (`fp1_<fkid>_<hex>`): a gateway answering bare hex predates key rotation.
-            case .fingerprint(let fp, let all) where FingerprintName.isNamed(fp) && all.allSatisfy(FingerprintName.isNamed):
+            // Named (`fp1_<fkid>_<hex>`), or the bare hex of a gateway older than the named form
+            // (stored as it is; `vault rewrap --fingerprints` names it later).
+            case .fingerprint(let fp, let all) where FingerprintAnswer.isWellFormed(fp) && all.allSatisfy(FingerprintAnswer.isWellFormed):
                 .fingerprint(fp, others: all.filter { $0 != fp })
             case .fingerprint: .refused(code: .gatewayError, message: "the gateway refused the envelope")
             case .refused(let code, let message): .refused(code: code, message: message)

@@ -48,7 +48,8 @@ struct KeysPromoteFingerprintKey: ParsableCommand {
             previous primary's kid.
 
             Example:
-              vault keys promote-fingerprint-key 0123456789abcdef --keys /etc/vault/gateway-keys
+              vault keys promote-fingerprint-key 0123456789abcdef \\
+                --keys /etc/vault/gateway-keys
             """
     )
     @Argument(help: "The fingerprint kid to promote (16 lowercase hex).") var fkid: String
@@ -78,7 +79,8 @@ struct KeysRetireFingerprintKey: AsyncParsableCommand {
             matching in lookups through their links.
 
             Example:
-              vault keys retire-fingerprint-key 0123456789abcdef --keys /etc/vault/gateway-keys \\
+              vault keys retire-fingerprint-key 0123456789abcdef \\
+                --keys /etc/vault/gateway-keys \\
                 --store sqlite:/var/lib/vault-sidecar/vault.sqlite
             """
     )

@@ -32,7 +32,8 @@ struct RewrapCommand: AsyncParsableCommand {
             Examples:
               vault rewrap --store sqlite:/var/lib/vault-sidecar/vault.sqlite \\
                 --keys /etc/vault/gateway-keys --ring /etc/vault/keys/ring.json
-              vault rewrap --fingerprints --store sqlite:/var/lib/vault-sidecar/vault.sqlite \\
+              vault rewrap --fingerprints \\
+                --store sqlite:/var/lib/vault-sidecar/vault.sqlite \\
                 --keys /etc/vault/gateway-keys --ring /etc/vault/keys/ring.json
               vault rewrap --store 'postgres://vault@db.internal/vault' \\
                 --keys /etc/vault/gateway-keys --ring Keys/ring.json --batch 500
