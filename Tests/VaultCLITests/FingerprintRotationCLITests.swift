@@ -79,6 +79,8 @@ import Testing
         #expect(promoted.status == 0 && promoted.out.trimmingCharacters(in: .whitespacesAndNewlines) == a, "\(promoted.stderr)")
         let swapped = try Self.reloadGateway(s, envelope) { $0["fingerprint"] as? String == fB }
         #expect(swapped["fingerprints"] as? [String] == [fB, fA], "\(swapped)")
+        let ready = try s.curl(s.gatewaySocket, "GET", "/v1/health/ready").1
+        #expect(ready.contains("fingerprint key present (\(b),\(a))"), "readiness names the keys loaded, primary first: \(ready)")
         let t3 = try s.tokenize("4242424242424242")
         #expect(try Self.fingerprint(s, t3) == fB)
         #expect(try Self.search(s, fA) == [t1, t2, t3])
