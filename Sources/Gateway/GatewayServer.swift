@@ -114,7 +114,9 @@ public struct GatewayServer: Sendable {
                 if let primary = fresh.primary { metrics.server.primaryKey(kid: primary.kid.rawValue, created: primary.created) }
                 metrics.server.reloaded(success: true)
                 audit?.record(AuditEvent(action: "key_reload", uid: getuid(), kid: fresh.ring.pinned?.primary.rawValue))
-                reloadLogger.notice("keys reloaded", metadata: ["opens": "\(fresh.ring.openingKids.map(\.rawValue).joined(separator: ","))"])
+                reloadLogger.notice("keys reloaded", metadata: [
+                    "opens": "\(fresh.ring.openingKids.map(\.rawValue).joined(separator: ","))", "fingerprint_keys": "\(fresh.fingerprintKids)",
+                ])
             } catch {
                 metrics.server.reloaded(success: false)
                 reloadLogger.error("key reload failed; keeping the keys in use", metadata: ["error": "\(error.code)", "reason": "\(error.message)"])
@@ -128,7 +130,7 @@ public struct GatewayServer: Sendable {
         ) {
             logger.notice("vault gateway listening", metadata: [
                 "version": "\(VaultVersion.string)", "socket": "\(socketPath)", "opens": "\(keys.ring.openingKids.map(\.rawValue).joined(separator: ","))",
-                "processor": "\(processor.name)", "store": "\(storeSummary)",
+                "fingerprint_keys": "\(keys.fingerprintKids)", "processor": "\(processor.name)", "store": "\(storeSummary)",
             ])
         }
         logger.notice("vault gateway stopped")
@@ -178,6 +180,8 @@ package struct GatewayKeys {
     /// `fingerprint.fk` (primary) and any `fingerprint-<fkid>.fk` (held during a rotation).
     package let fingerprintKeys: FingerprintKeys?
     package var fingerprintKey: FingerprintKey? { fingerprintKeys?.primary }
+    /// The fingerprint kids held, the primary first ("none" without a key): for the logs.
+    package var fingerprintKids: String { fingerprintKeys?.all.map(\.kid).joined(separator: ",") ?? "none" }
     /// The primary kid and when it was made (`vault_key_age_seconds`): the pinned ring's primary
     /// and its `created` time; without a ring, the one secret key held and its file's modification
     /// time; nil for several keys and no ring (none is primary).

@@ -64,6 +64,18 @@ public struct FingerprintKeys: Sendable {
     /// The file name of a key that is not the primary: `fingerprint-<fkid>.fk`.
     public static func otherFileName(kid: String) -> String { "fingerprint-\(kid).fk" }
 
+    /// Whether a file name is another fingerprint key's: `fingerprint-<fkid>.fk`, also under a
+    /// systemd directory credential's prefix (`vault-keys_fingerprint-<fkid>.fk`).
+    static func isOtherFileName(_ name: String) -> Bool {
+        guard name.hasSuffix(".fk") else { return false }
+        let stem = name.dropLast(3)
+        guard stem.utf8.count >= 28 else { return false }
+        let tail = stem.suffix(28)   // "fingerprint-" + 16 hex
+        let head = stem.dropLast(28)
+        guard head.isEmpty || head.hasSuffix("_"), tail.hasPrefix("fingerprint-") else { return false }
+        return tail.dropFirst(12).utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
+    }
+
     /// Loads the fingerprint keys of a keys directory whose file names are `names`: nil when it
     /// holds no `fingerprint.fk` (the others alone answer nothing).
     /// - Throws: the codes of `KeyFiles.loadFingerprintKey`.
@@ -71,7 +83,7 @@ public struct FingerprintKeys: Sendable {
         guard names.contains(KeyFiles.fingerprintKeyFileName) else { return nil }
         let primary = try KeyFiles.loadFingerprintKey(path: dir + "/" + KeyFiles.fingerprintKeyFileName)
         var others: [FingerprintKey] = []
-        for name in names.sorted() where name.hasPrefix("fingerprint-") && name.hasSuffix(".fk") {
+        for name in names.sorted() where isOtherFileName(name) {
             others.append(try KeyFiles.loadFingerprintKey(path: dir + "/" + name))
         }
         return FingerprintKeys(primary: primary, others: others)

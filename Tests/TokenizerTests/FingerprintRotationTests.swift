@@ -176,6 +176,17 @@ import VaultOpen
         #expect(zone.keys.primary.kid == b && zone.keys.others.map(\.kid) == [a])
         let mode = try FileManager.default.attributesOfItem(atPath: zone.dir + "/fingerprint-\(a).fk")[.posixPermissions] as? Int
         #expect(mode == 0o600)
+        // Under systemd the directory credential names the other key vault-keys_fingerprint-<fkid>.fk
+        // (and copies the primary as vault-keys_fingerprint.fk, which is not the primary).
+        let credentials = NSTemporaryDirectory() + "vault-fprot-cred-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: credentials, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: credentials) }
+        try FileManager.default.copyItem(atPath: zone.dir + "/fingerprint.fk", toPath: credentials + "/fingerprint.fk")
+        try FileManager.default.copyItem(atPath: zone.dir + "/fingerprint.fk", toPath: credentials + "/vault-keys_fingerprint.fk")
+        try FileManager.default.copyItem(atPath: zone.dir + "/fingerprint-\(a).fk", toPath: credentials + "/vault-keys_fingerprint-\(a).fk")
+        try FileManager.default.copyItem(atPath: zone.dir + "/fingerprint-\(a).fk", toPath: credentials + "/notfingerprint-\(a).fk")
+        let loaded = try #require(try FingerprintKeys.load(directory: credentials, names: try FileManager.default.contentsOfDirectory(atPath: credentials)))
+        #expect(loaded.primary.kid == b && loaded.others.map(\.kid) == [a])
         // Without fingerprint.fk there is nothing to add beside.
         let empty = NSTemporaryDirectory() + "vault-fprot-empty-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
