@@ -107,7 +107,7 @@ struct KeysRetireFingerprintKey: AsyncParsableCommand {
             }
             try KeyFiles.retireFingerprintKey(directory: keys, kid: k.rawValue)
             CLIAudit.record(auditLog, action: "fingerprint_key_retire", kid: k)
-            try StandardIO.write("retired fingerprint key \(k): reload the gateway (SIGHUP)\n")
+            try StandardIO.write("retired fingerprint key \(k): reload the gateway (SIGHUP; under systemd: restart it)\n")
         } catch let error as VaultError {
             throw fail(error)
         }
