@@ -17,12 +17,19 @@ public enum FingerprintLinks {
     /// Records that every fingerprint of `group` names the same card (nothing for fewer than two).
     /// The fingerprints already linked to a member join the group, so that after several rotations
     /// a card's fingerprints under every key it was ever fingerprinted with stay linked together.
+    /// Nothing is written when every pair is recorded already (the same card tokenized again
+    /// during a rotation costs reads only).
     public static func record(_ group: [String], in db: Database) async throws(StoreError) {
         var members = Set(group)
         guard members.count > 1 else { return }
-        for fp in group {
-            for row in try await db.query("SELECT alias FROM vault_fingerprint_links WHERE fingerprint = ?", [fp]) { members.insert(try row.string(0)) }
+        var linked: [String: Set<String>] = [:]
+        for fp in Set(group) {
+            var aliases = Set<String>()
+            for row in try await db.query("SELECT alias FROM vault_fingerprint_links WHERE fingerprint = ?", [fp]) { aliases.insert(try row.string(0)) }
+            linked[fp] = aliases
+            members.formUnion(aliases)
         }
+        if linked.allSatisfy({ fp, aliases in aliases.isSuperset(of: members.subtracting([fp])) }) { return }
         let unique = members.sorted()
         var pairs: [[SQLValue]] = []
         for a in unique { for b in unique where a != b { pairs.append([.text(a), .text(b)]) } }
