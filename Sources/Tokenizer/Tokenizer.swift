@@ -96,7 +96,7 @@ public struct Tokenizer: Sendable {
         // Envelopes sealed today carry no fingerprint (docs/envelope-v1.md); an older one may, in
         // the documented form only. The gateway checks it when it fingerprints the envelope.
         if let fp = c.fingerprint, !FingerprintAnswer.isWellFormed(fp) {
-            throw VaultError(.envelopeMetadataInvalid, "card.fingerprint is 64 lowercase hex characters (or absent)", field: "envelope.card.fingerprint")
+            throw VaultError(.envelopeMetadataInvalid, "card.fingerprint is fp1_<fkid>_<64 hex>, 64 lowercase hex characters, or absent", field: "envelope.card.fingerprint")
         }
         let t = now()
         let expiry: CardExpiry
