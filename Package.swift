@@ -136,7 +136,7 @@ let package = Package(
         // so only the CLI (run in the gateway's zone) links it; the sidecar never does.
         .target(
             name: "Rewrap",
-            dependencies: ["VaultOpen", "VaultCrypto", "Tokenizer", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["VaultOpen", "VaultCrypto", "Tokenizer", "Store", .product(name: "Logging", package: "swift-log")]
         ),
         // Tamper-evident audit log (hash-chained JSON lines, docs/audit-log.md) and its verifier.
         .target(name: "Audit", dependencies: ["VaultCrypto"]),
@@ -177,7 +177,7 @@ let package = Package(
         .testTarget(
             name: "TokenizerTests",
             dependencies: [
-                "Tokenizer", "Payments", "VaultCrypto", "VaultOpen", "CardRules", "Store", "Events",
+                "Tokenizer", "Payments", "VaultCrypto", "VaultOpen", "CardRules", "Store", "Events", "Rewrap",
                 .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ]

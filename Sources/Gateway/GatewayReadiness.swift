@@ -24,7 +24,9 @@ enum GatewayReadiness {
                 let opener = openers.current
                 let kids = opener.ring.openingKids.map(\.rawValue)
                 guard !kids.isEmpty else { return .failed("no secret key opens anything (check the key ring)") }
-                return .ok("opens \(kids.joined(separator: ",")); fingerprint key \(opener.fingerprintKey == nil ? "absent" : "present")")
+                // The fingerprint kids show which keys a reload loaded (a rotation: primary first).
+                let fingerprint = opener.fingerprintKeys.map { "present (\($0.all.map(\.kid).joined(separator: ",")))" } ?? "absent"
+                return .ok("opens \(kids.joined(separator: ",")); fingerprint key \(fingerprint)")
             },
             ReadinessCheck("processor") { name.isEmpty ? .failed("no processor configured") : .ok(name) },
         ], logger: logger)

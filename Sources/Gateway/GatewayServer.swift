@@ -104,17 +104,19 @@ public struct GatewayServer: Sendable {
         router.add(middleware: MetricsMiddleware(metrics: metrics.server, routes: GatewayRoutes.table.methodsAndPaths()))
         if let audit { router.add(middleware: AuditMiddleware(log: audit, actions: GatewayRoutes.auditedActions)) }
         router.add(middleware: UIDAllowListMiddleware(allowed: configuration.allowedUIDs))
-        let openers = Openers(EnvelopeOpener(ring: keys.ring, fingerprintKey: keys.fingerprintKey))
+        let openers = Openers(EnvelopeOpener(ring: keys.ring, fingerprintKeys: keys.fingerprintKeys))
         GatewayRoutes(openers: openers, processor: processor, metrics: metrics, logger: logger).register(on: router)
         let configuration = self.configuration, reloadLogger = logger
         let reloader = ReloadOnHangup {
             do throws(VaultError) {
                 let fresh = try GatewayKeys.load(configuration, logger: reloadLogger)
-                openers.replace(with: EnvelopeOpener(ring: fresh.ring, fingerprintKey: fresh.fingerprintKey))
+                openers.replace(with: EnvelopeOpener(ring: fresh.ring, fingerprintKeys: fresh.fingerprintKeys))
                 if let primary = fresh.primary { metrics.server.primaryKey(kid: primary.kid.rawValue, created: primary.created) }
                 metrics.server.reloaded(success: true)
                 audit?.record(AuditEvent(action: "key_reload", uid: getuid(), kid: fresh.ring.pinned?.primary.rawValue))
-                reloadLogger.notice("keys reloaded", metadata: ["opens": "\(fresh.ring.openingKids.map(\.rawValue).joined(separator: ","))"])
+                reloadLogger.notice("keys reloaded", metadata: [
+                    "opens": "\(fresh.ring.openingKids.map(\.rawValue).joined(separator: ","))", "fingerprint_keys": "\(fresh.fingerprintKids)",
+                ])
             } catch {
                 metrics.server.reloaded(success: false)
                 reloadLogger.error("key reload failed; keeping the keys in use", metadata: ["error": "\(error.code)", "reason": "\(error.message)"])
@@ -128,7 +130,7 @@ public struct GatewayServer: Sendable {
         ) {
             logger.notice("vault gateway listening", metadata: [
                 "version": "\(VaultVersion.string)", "socket": "\(socketPath)", "opens": "\(keys.ring.openingKids.map(\.rawValue).joined(separator: ","))",
-                "processor": "\(processor.name)", "store": "\(storeSummary)",
+                "fingerprint_keys": "\(keys.fingerprintKids)", "processor": "\(processor.name)", "store": "\(storeSummary)",
             ])
         }
         logger.notice("vault gateway stopped")
@@ -175,7 +177,11 @@ extension GatewayServer {
 /// the key ring description that pins which of them open.
 package struct GatewayKeys {
     package let ring: KeyRing
-    package let fingerprintKey: FingerprintKey?
+    /// `fingerprint.fk` (primary) and any `fingerprint-<fkid>.fk` (held during a rotation).
+    package let fingerprintKeys: FingerprintKeys?
+    package var fingerprintKey: FingerprintKey? { fingerprintKeys?.primary }
+    /// The fingerprint kids held, the primary first ("none" without a key): for the logs.
+    package var fingerprintKids: String { fingerprintKeys?.all.map(\.kid).joined(separator: ",") ?? "none" }
     /// The primary kid and when it was made (`vault_key_age_seconds`): the pinned ring's primary
     /// and its `created` time; without a ring, the one secret key held and its file's modification
     /// time; nil for several keys and no ring (none is primary).
@@ -209,8 +215,7 @@ package struct GatewayKeys {
                 logger.warning("secret key not in the key ring: it opens nothing", metadata: ["kid": "\(kid)"])
             }
         }
-        let fk = names.contains(KeyFiles.fingerprintKeyFileName)
-            ? try KeyFiles.loadFingerprintKey(path: dir + "/" + KeyFiles.fingerprintKeyFileName) : nil
+        let fk = try FingerprintKeys.load(directory: dir, names: names)
         var primary: (kid: KeyID, created: Date)?
         if let pinned = ring.pinned, let entry = pinned.entries.first(where: { $0.kid == pinned.primary }) {
             primary = (entry.kid, entry.created)
@@ -218,7 +223,7 @@ package struct GatewayKeys {
             let modified = (try? FileManager.default.attributesOfItem(atPath: paths[0]))?[.modificationDate] as? Date
             primary = (kid, modified ?? Date())
         }
-        return GatewayKeys(ring: ring, fingerprintKey: fk, primary: primary)
+        return GatewayKeys(ring: ring, fingerprintKeys: fk, primary: primary)
     }
 }
 

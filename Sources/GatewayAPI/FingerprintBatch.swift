@@ -1,11 +1,15 @@
 import VaultCrypto
 
 /// `POST /v1/fingerprints` `{"envelopes":[{…v1…}, …]}` (at most `GatewayAPI.maxFingerprintBatch`)
-/// → 200 `{"data":[{"fingerprint":"<64 hex>"} | {"error":{"code","message"}}, …]}`, in order.
+/// → 200 `{"data":[{"fingerprint":"fp1_<fkid>_<64 hex>","fingerprints":[…]} | {"error":{"code","message"}}, …]}`,
+/// in order. `fingerprint` is under the primary fingerprint key; `fingerprints` lists the card's
+/// fingerprint under every key the gateway holds, the primary's first (more than one during a
+/// fingerprint-key rotation: the sidecar links them so a lookup by either finds the card).
 public enum FingerprintBatch {
     /// One answer of the batch.
     public enum Entry: Sendable, Equatable {
-        case fingerprint(String)
+        /// The primary's fingerprint, then the card's fingerprints under every key held (primary first).
+        case fingerprint(String, all: [String])
         case refused(ErrorCode, String)
     }
 
@@ -20,7 +24,8 @@ public enum FingerprintBatch {
         for (i, entry) in entries.enumerated() {
             if i > 0 { out += "," }
             switch entry {
-            case .fingerprint(let fp): out += "{\"fingerprint\":\"\(fp)\"}"
+            case .fingerprint(let fp, let all):
+                out += "{\"fingerprint\":\"\(fp)\",\"fingerprints\":[" + all.map { "\"\($0)\"" }.joined(separator: ",") + "]}"
             case .refused(let code, let message):
                 out += "{\"error\":{\"code\":"
                 JSONText.appendString(code.rawValue, to: &out)
@@ -36,7 +41,7 @@ public enum FingerprintBatch {
     public static func entries(json text: String, count: Int) -> [Entry]? {
         guard let data = GatewayJSON.object(text)?["data"] as? [[String: Any]], data.count == count else { return nil }
         return data.map { entry in
-            if let fp = entry["fingerprint"] as? String { return .fingerprint(fp) }
+            if let fp = entry["fingerprint"] as? String { return .fingerprint(fp, all: entry["fingerprints"] as? [String] ?? [fp]) }
             let e = entry["error"] as? [String: Any]
             return .refused(GatewayJSON.code(e?["code"]), e?["message"] as? String ?? "the gateway refused the envelope")
         }

@@ -192,7 +192,7 @@ public final class SQLCustomerStore: CustomerStore, MandateStore {
 
     public func listInstruments(_ q: ListQuery, fingerprint: String?, customer: String?) async throws(StoreError) -> ListPage<InstrumentRecord> {
         var filters: [(String, [any SQLBindable])] = []
-        if let fingerprint { filters.append(("fingerprint = ?", [fingerprint])) }
+        if let fingerprint { filters.append(FingerprintLinks.filter("fingerprint", try await FingerprintLinks.candidates(of: fingerprint, in: db))) }
         if let customer { filters.append(("customer = ?", [customer])) }
         return try await db.page("vault_instruments", columns: "id, customer, envelope, created_at", filters: filters, q).map(Self.instrument)
     }

@@ -133,7 +133,9 @@ public struct GatewayClient: Sendable {
 
     /// The gateway's fingerprints of envelopes (JSON v1, without their CVC field), in order
     /// (`POST /v1/fingerprints`). The gateway opens each, checks it, and answers only the keyed
-    /// hash of its PAN; the sidecar never holds the fingerprint key (docs/key-files.md).
+    /// hash of its PAN, named by the fingerprint key's kid, and the card's fingerprints under the
+    /// other keys it holds during a rotation; the sidecar never holds a fingerprint key
+    /// (docs/key-files.md).
     /// - Throws: a `Failure` when no answer came (the gateway is down, slow, or has no
     ///   fingerprint key: `.refused(.fingerprintKeyMissing, …)`).
     public func fingerprints(ofEnvelopes envelopeJSON: [String]) async throws(Failure) -> [FingerprintAnswer] {
@@ -148,7 +150,10 @@ public struct GatewayClient: Sendable {
         }
         return entries.map { entry in
             switch entry {
-            case .fingerprint(let fp) where FingerprintAnswer.isWellFormed(fp): .fingerprint(fp)
+            // Named (`fp1_<fkid>_<hex>`), or the bare hex of a gateway older than the named form
+            // (stored as it is; `vault rewrap --fingerprints` names it later).
+            case .fingerprint(let fp, let all) where FingerprintAnswer.isWellFormed(fp) && all.allSatisfy(FingerprintAnswer.isWellFormed):
+                .fingerprint(fp, others: all.filter { $0 != fp })
             case .fingerprint: .refused(code: .gatewayError, message: "the gateway refused the envelope")
             case .refused(let code, let message): .refused(code: code, message: message)
             }

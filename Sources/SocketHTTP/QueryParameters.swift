@@ -103,11 +103,11 @@ public struct QueryParameters: Sendable {
         return v
     }
 
-    /// A card fingerprint: 64 lower-case hex digits (BLAKE2b-256).
+    /// A card fingerprint: named `fp1_<fkid>_<64 hex>`, or the legacy 64 lower-case hex digits.
     public func fingerprint(_ name: String = "fingerprint") throws(APIError) -> String? {
         guard let v = values[name] else { return nil }
-        guard v.utf8.count == 64, v.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) }) else {
-            throw APIError(.requestFieldInvalid, "\(name) is 64 lower-case hex digits", field: name)
+        guard FingerprintName.isWellFormed(v) else {
+            throw APIError(.requestFieldInvalid, "\(name) is fp1_<fkid>_<64 hex> (or 64 lower-case hex digits)", field: name)
         }
         return v
     }

@@ -14,8 +14,11 @@ public protocol Fingerprinter: Sendable {
 
 /// The gateway's answer for one envelope.
 public enum FingerprintAnswer: Sendable, Equatable {
-    /// The keyed fingerprint (64 lowercase hex characters).
-    case fingerprint(String)
+    /// The keyed fingerprint under the gateway's primary fingerprint key, named
+    /// (`fp1_<fkid>_<64 hex>`), and the card's fingerprints under the other keys the gateway holds
+    /// (during a fingerprint-key rotation; empty otherwise). The token stores the first; the others
+    /// are linked to it so that a lookup by any of them finds the card (docs/key-files.md).
+    case fingerprint(String, others: [String] = [])
     /// The gateway opened nothing it would charge: a tampered envelope, metadata that does not
     /// match the card, a kid it does not open. Carries the gateway's code and message.
     case refused(code: ErrorCode, message: String)
@@ -27,8 +30,7 @@ public enum FingerprintFailure: Error, Sendable, Equatable {
 }
 
 extension FingerprintAnswer {
-    /// Whether `text` is a fingerprint in the documented form: 64 lowercase hex characters.
-    public static func isWellFormed(_ text: String) -> Bool {
-        text.utf8.count == 64 && text.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
-    }
+    /// Whether `text` is a fingerprint in a documented form: named `fp1_<fkid>_<64 hex>`, or the
+    /// legacy 64 lowercase hex characters.
+    public static func isWellFormed(_ text: String) -> Bool { FingerprintName.isWellFormed(text) }
 }

@@ -45,6 +45,10 @@ public final class SQLTokenStore: TokenStore {
         return changed.reduce(0) { $0 + $1.count }
     }
 
+    public func linkFingerprints(_ group: [String]) async throws(StoreError) {
+        try await FingerprintLinks.record(group, in: db)
+    }
+
     public func withoutFingerprint(after: String, limit: Int, now: Date) async throws(StoreError) -> [TokenRecord] {
         let rows = try await db.query("""
             SELECT \(StoredToken.selectColumns) FROM vault_tokens
@@ -66,7 +70,8 @@ public final class SQLTokenStore: TokenStore {
         // `+expires_at`: not an index to walk (SQLite would take the expiry index and sort every
         // live token for each page); the order's index is walked and expired rows skipped.
         var filters: [(String, [any SQLBindable])] = [("+expires_at > ?", [now])]
-        if let fingerprint { filters.append(("fingerprint = ?", [fingerprint])) }
+        // The card's fingerprints under every key linked to it, and their legacy bare forms.
+        if let fingerprint { filters.append(FingerprintLinks.filter("fingerprint", try await FingerprintLinks.candidates(of: fingerprint, in: db))) }
         filters += Metadata.filters(metadata, owner: .token, idColumn: "token")
         return try await db.page("vault_tokens", idColumn: "token", columns: StoredToken.selectColumns, filters: filters, q).map {
             (row) throws(StoreError) in try StoredToken(row: row).record()

@@ -23,6 +23,10 @@ public protocol TokenStore: Sendable {
     /// Sets the fingerprint of tokens that have none yet; returns how many changed.
     func setFingerprints(_ fingerprints: [(token: String, fingerprint: String)]) async throws(StoreError) -> Int
 
+    /// Records that the fingerprints of `group` name one card (the gateway's answer during a
+    /// fingerprint-key rotation), so that a lookup by any of them matches the others.
+    func linkFingerprints(_ group: [String]) async throws(StoreError)
+
     /// Live tokens without a fingerprint, in token order after `after`, at most `limit`.
     func withoutFingerprint(after: String, limit: Int, now: Date) async throws(StoreError) -> [TokenRecord]
 

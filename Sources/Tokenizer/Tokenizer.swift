@@ -105,7 +105,7 @@ public struct Tokenizer: Sendable {
         // Envelopes sealed today carry no fingerprint (docs/envelope-v1.md); an older one may, in
         // the documented form only. The gateway checks it when it fingerprints the envelope.
         if let fp = c.fingerprint, !FingerprintAnswer.isWellFormed(fp) {
-            throw VaultError(.envelopeMetadataInvalid, "card.fingerprint is 64 lowercase hex characters (or absent)", field: "envelope.card.fingerprint")
+            throw VaultError(.envelopeMetadataInvalid, "card.fingerprint is fp1_<fkid>_<64 hex>, 64 lowercase hex characters, or absent", field: "envelope.card.fingerprint")
         }
         let t = now()
         let expiry: CardExpiry
@@ -193,14 +193,19 @@ public struct Tokenizer: Sendable {
             do throws(FingerprintFailure) { answers = try await fingerprinter.fingerprints(of: rows.map(\.envelope)) } catch {
                 return (filled, refused, true)
             }
-            var found: [(token: String, fingerprint: String)] = []
+            var found: [(token: String, fingerprint: String)] = [], links: [[String]] = []
             for (row, answer) in zip(rows, answers) {
                 switch answer {
-                case .fingerprint(let fp): found.append((row.token, fp))
+                case .fingerprint(let fp, let others):
+                    found.append((row.token, fp))
+                    if !others.isEmpty { links.append([fp] + others) }
                 case .refused: refused += 1
                 }
             }
-            do throws(StoreError) { filled += try await store.setFingerprints(found) } catch { throw VaultError(store: error) }
+            do throws(StoreError) {
+                for group in links { try await store.linkFingerprints(group) }
+                filled += try await store.setFingerprints(found)
+            } catch { throw VaultError(store: error) }
         }
     }
 
@@ -262,7 +267,8 @@ public struct Tokenizer: Sendable {
         return CardShape(card: card, luhnValid: policy.cardTokenLuhnValid, pan: pan, source: cardTokenDigits)
     }
 
-    /// The gateway's fingerprint of `envelope`, nil when it cannot answer now (filled in later).
+    /// The gateway's fingerprint of `envelope` (named, under its primary fingerprint key), nil when
+    /// it cannot answer now (filled in later).
     /// - Throws: the gateway's code when it refuses the envelope (tampered, metadata that does
     ///   not match the card, a kid it does not open): nothing is stored.
     private func fingerprint(of envelope: CardEnvelope, refusalIsFinal: Bool) async throws(VaultError) -> String? {
@@ -270,7 +276,13 @@ public struct Tokenizer: Sendable {
         let answers: [FingerprintAnswer]
         do throws(FingerprintFailure) { answers = try await fingerprinter.fingerprints(of: [envelope]) } catch { return nil }
         switch answers.first {
-        case .fingerprint(let fp)?: return fp
+        case .fingerprint(let fp, let others)?:
+            // During a fingerprint-key rotation: the card's fingerprints under the other keys are
+            // linked to this one first, so lookups by any of them find this token.
+            if !others.isEmpty {
+                do throws(StoreError) { try await store.linkFingerprints([fp] + others) } catch { throw VaultError(store: error) }
+            }
+            return fp
         case .refused(let code, let message)?:
             guard refusalIsFinal else { return nil }
             throw VaultError(code, message, field: "envelope")

@@ -23,7 +23,7 @@ struct Keys: AsyncParsableCommand {
             """,
         subcommands: [
             KeysInit.self, KeysList.self, KeysAdd.self, KeysPromote.self, KeysRetire.self, KeysRotate.self, KeysProtect.self,
-            KeysMoveFingerprintKey.self,
+            KeysMoveFingerprintKey.self, KeysAddFingerprintKey.self, KeysPromoteFingerprintKey.self, KeysRetireFingerprintKey.self,
         ]
     )
 }

@@ -8,16 +8,34 @@ internal import CSodium
 /// `vault:fk:v1:<base64 of 32 bytes>`.
 public struct FingerprintKey: Sendable {
     let bytes: SecureBytes
+    /// The fingerprint kid: lowercase hex of the first 8 bytes of BLAKE2b-256 (unkeyed) of the 32
+    /// key bytes, like a sealing kid. It names the key in every fingerprint (`fp1_<kid>_<hex>`)
+    /// and reveals nothing of the key.
+    public let kid: String
 
-    init(bytes: SecureBytes) { self.bytes = bytes }
+    init(bytes: SecureBytes) {
+        self.bytes = bytes
+        var hash = [UInt8](repeating: 0, count: 32)
+        bytes.withUnsafeBytes { key in
+            _ = crypto_generichash(&hash, 32, key.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(key.count), nil, 0)
+        }
+        kid = Hex.encode(hash.prefix(8))
+    }
 
     /// A fingerprint key from 32 bytes (tests, and stores that keep the key elsewhere).
     public init(secureBytes: SecureBytes) throws(VaultError) {
         guard secureBytes.count == 32 else { throw VaultError(.keyFileMalformed, "a fingerprint key is 32 bytes") }
-        bytes = secureBytes
+        self.init(bytes: secureBytes)
     }
 
-    /// The fingerprint of a PAN given as ASCII digits: lowercase hex of keyed BLAKE2b-256.
+    /// The fingerprint of a PAN in the named form the API answers and stores:
+    /// `fp1_<kid>_<64 hex>` (docs/key-files.md "Fingerprints").
+    public func namedFingerprint(ofDigits digits: UnsafeRawBufferPointer) -> String {
+        FingerprintName.format(kid: kid, hex: fingerprint(ofDigits: digits))
+    }
+
+    /// The bare fingerprint of a PAN given as ASCII digits: lowercase hex of keyed BLAKE2b-256
+    /// (the part after the kid in the named form; stores written before the named form hold it).
     /// Same digits, same key → same fingerprint; the expiry is not part of it.
     public func fingerprint(ofDigits digits: UnsafeRawBufferPointer) -> String {
         var out = [UInt8](repeating: 0, count: 32)

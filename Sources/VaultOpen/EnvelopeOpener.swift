@@ -15,16 +15,24 @@ import CardRules
 public struct EnvelopeOpener: Sendable {
     /// The secret keys.
     public let ring: KeyRing
-    /// The fingerprint key (gateway zone only). When set, a fingerprint carried by an envelope is
-    /// re-derived and checked, and `fingerprint(of:)` answers.
-    public let fingerprintKey: FingerprintKey?
+    /// The fingerprint keys (gateway zone only): the primary and, during a rotation, the others.
+    /// When set, a fingerprint carried by an envelope is re-derived and checked, and
+    /// `fingerprint(of:)` answers.
+    public let fingerprintKeys: FingerprintKeys?
+    /// The primary fingerprint key.
+    public var fingerprintKey: FingerprintKey? { fingerprintKeys?.primary }
     /// The card rules used to re-derive metadata.
     public let validator: CardValidator
 
     /// An opener over a key ring.
     public init(ring: KeyRing, fingerprintKey: FingerprintKey? = nil, validator: CardValidator = CardValidator()) {
+        self.init(ring: ring, fingerprintKeys: fingerprintKey.map { FingerprintKeys(primary: $0) }, validator: validator)
+    }
+
+    /// An opener over a key ring with every fingerprint key held (primary and others).
+    public init(ring: KeyRing, fingerprintKeys: FingerprintKeys?, validator: CardValidator = CardValidator()) {
         self.ring = ring
-        self.fingerprintKey = fingerprintKey
+        self.fingerprintKeys = fingerprintKeys
         self.validator = validator
     }
 
@@ -94,8 +102,14 @@ public struct EnvelopeOpener: Sendable {
         // An envelope carries a fingerprint only if an earlier version sealed it with the key; the
         // key is needed to check it, and without it the field is not trusted for anything.
         var derived = CardMetadata(info: info, expiry: expiry, fingerprint: envelope.card.fingerprint)
-        if checkFingerprint, envelope.card.fingerprint != nil, let k = fingerprintKey {
-            derived.fingerprint = card.number.withUnsafeBytes { k.fingerprint(ofDigits: $0) }
+        if checkFingerprint, let carried = envelope.card.fingerprint, let keys = fingerprintKeys {
+            // Named: the key it names must be held and give the same; bare (legacy): any key held.
+            let parsed = FingerprintName.parse(carried)
+            let candidates = parsed?.kid.map { kid in keys.key(kid: kid).map { [$0] } ?? [] } ?? keys.all
+            let matches = card.number.withUnsafeBytes { digits in
+                candidates.contains { parsed?.hex == $0.fingerprint(ofDigits: digits) }
+            }
+            if !matches { derived.fingerprint = nil }
         }
         if let cvc, let code = cvc.withUnsafeBytes({ validator.validateCVC($0, brand: info.brand) }) {
             throw VaultError(.envelopeFieldInvalid, "the opened cvc is not valid for the card's brand (\(code))", field: "fields.cvc")
@@ -109,15 +123,21 @@ public struct EnvelopeOpener: Sendable {
         return OpenedCard(card: card, metadata: envelope.card, envelopeID: envelope.id, kid: envelope.kid)
     }
 
-    /// Opens and checks `envelope` as `open` does and answers only its fingerprint: keyed
-    /// BLAKE2b-256 of the PAN digits, 64 lowercase hex characters. The opened card is wiped on return.
+    /// Opens and checks `envelope` as `open` does and answers only its fingerprint under the
+    /// primary fingerprint key, named: `fp1_<fkid>_<64 hex>`. The opened card is wiped on return.
     /// - Throws: `FINGERPRINT_KEY_MISSING` when this opener has no fingerprint key; the codes of `open`.
     public func fingerprint(of envelope: CardEnvelope) throws(VaultError) -> String {
-        guard let fingerprintKey else {
+        try fingerprints(of: envelope)[0]
+    }
+
+    /// As `fingerprint(of:)`, with the card's fingerprint under every fingerprint key held: the
+    /// primary's first, then the others' (during a rotation), all named.
+    public func fingerprints(of envelope: CardEnvelope) throws(VaultError) -> [String] {
+        guard let fingerprintKeys else {
             throw VaultError(.fingerprintKeyMissing, "the gateway has no fingerprint key (fingerprint.fk in its keys directory)")
         }
         let opened = try open(envelope, checkFingerprint: true)
-        return opened.card.number.withUnsafeBytes { fingerprintKey.fingerprint(ofDigits: $0) }
+        return opened.card.number.withUnsafeBytes { fingerprintKeys.namedFingerprints(ofDigits: $0) }
     }
 
     /// Names the metadata keys that differ (never their values, which could be PAN digits).

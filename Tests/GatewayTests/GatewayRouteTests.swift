@@ -287,10 +287,14 @@ final class ThreadSafeBox<T: Sendable>: @unchecked Sendable {
     }
 
     func withApp(_ f: GatewayRouteTests.Fixture, fingerprintKey: FingerprintKey?, _ body: @escaping @Sendable (any TestClientProtocol) async throws -> Void) async throws {
+        try await withApp(f, fingerprintKeys: fingerprintKey.map { FingerprintKeys(primary: $0) }, body)
+    }
+
+    func withApp(_ f: GatewayRouteTests.Fixture, fingerprintKeys: FingerprintKeys?, _ body: @escaping @Sendable (any TestClientProtocol) async throws -> Void) async throws {
         let router = Router()
         let threeDS = await ThreeDSValidator(apiKey: GatewayRouteTests.Fixture.threeDSKey, issuer: "vault-sandbox-3ds")
         GatewayRoutes(
-            opener: EnvelopeOpener(ring: f.ring, fingerprintKey: fingerprintKey),
+            opener: EnvelopeOpener(ring: f.ring, fingerprintKeys: fingerprintKeys),
             processor: SandboxProcessor(ledger: try await LedgerBackend.sqlite(f.ledger), threeDS: threeDS))
             .register(on: router)
         try await Application(router: router).test(.router, body)
@@ -311,10 +315,12 @@ final class ThreadSafeBox<T: Sendable>: @unchecked Sendable {
             #expect(status == 200, "\(text)")
             let data = json["data"] as? [[String: Any]] ?? []
             #expect(data.count == 5)
-            let expected = Array("4242424242424242".utf8).withUnsafeBytes { key.fingerprint(ofDigits: $0) }
-            #expect(data[0]["fingerprint"] as? String == expected)
+            // Named by the key: fp1_<fkid>_<keyed hash>; one key held, one fingerprint listed.
+            let expected = Array("4242424242424242".utf8).withUnsafeBytes { key.namedFingerprint(ofDigits: $0) }
+            #expect(expected.hasPrefix("fp1_\(key.kid)_"))
+            #expect(data[0]["fingerprint"] as? String == expected && data[0]["fingerprints"] as? [String] == [expected])
             #expect(data[1]["fingerprint"] as? String == expected)
-            #expect(data[2]["fingerprint"] as? String != expected && (data[2]["fingerprint"] as? String)?.count == 64)
+            #expect(data[2]["fingerprint"] as? String != expected && FingerprintName.kid(of: data[2]["fingerprint"] as? String ?? "") == key.kid)
             #expect((data[3]["error"] as? [String: Any])?["code"] as? String == "ENVELOPE_FIELD_CORRUPT")
             #expect((data[4]["error"] as? [String: Any])?["code"] as? String == "ENVELOPE_METADATA_MISMATCH")
             #expect(!text.contains("4242424242424242") && !text.contains("5555555555554444"))
@@ -335,6 +341,32 @@ final class ThreadSafeBox<T: Sendable>: @unchecked Sendable {
             #expect((first?["error"] as? [String: Any])?["code"] as? String == "ENVELOPE_METADATA_MISMATCH", "\(text)")
             let (status, paid, body) = try await GatewayRouteTests.authorize(client, payRequest)
             #expect(status == 200 && paid["status"] as? String == "succeeded", "\(body)")
+        }
+        // A carried fingerprint in the named form is checked against the key it names; the legacy
+        // bare form against any key held.
+        var namedPrint = visa, barePrint = visa, unknownKid = visa
+        namedPrint.card.fingerprint = Array("4242424242424242".utf8).withUnsafeBytes { key.namedFingerprint(ofDigits: $0) }
+        barePrint.card.fingerprint = Array("4242424242424242".utf8).withUnsafeBytes { key.fingerprint(ofDigits: $0) }
+        unknownKid.card.fingerprint = "fp1_0123456789abcdef_" + barePrint.card.fingerprint!
+        let carried = [namedPrint.json, barePrint.json, unknownKid.json], named = namedPrint.card.fingerprint, namedJSON = namedPrint.json
+        try await withApp(f, fingerprintKey: key) { client in
+            let (_, json, text) = try await Self.post(client, carried)
+            let data = json["data"] as? [[String: Any]] ?? []
+            #expect(data.count == 3 && data[0]["fingerprint"] as? String == named && data[1]["fingerprint"] as? String == named, "\(text)")
+            #expect((data.last?["error"] as? [String: Any])?["code"] as? String == "ENVELOPE_METADATA_MISMATCH", "\(text)")
+        }
+        // During a fingerprint-key rotation: the primary's fingerprint, and the card's under every
+        // key held, the primary's first. No key material in the answer.
+        let next = try FingerprintKey(secureBytes: SecureBytes(Array(repeating: 9, count: 32)))
+        try await withApp(f, fingerprintKeys: FingerprintKeys(primary: next, others: [key])) { client in
+            let (status, json, text) = try await Self.post(client, [visa.json, namedJSON])
+            let data = json["data"] as? [[String: Any]] ?? []
+            let digits = Array("4242424242424242".utf8)
+            let both = [digits.withUnsafeBytes { next.namedFingerprint(ofDigits: $0) }, digits.withUnsafeBytes { key.namedFingerprint(ofDigits: $0) }]
+            #expect(status == 200 && data.count == 2, "\(text)")
+            for entry in data {
+                #expect(entry["fingerprint"] as? String == both[0] && entry["fingerprints"] as? [String] == both, "\(text)")
+            }
         }
         // Without the key the gateway says so; nothing is guessed.
         try await withApp(f, fingerprintKey: nil) { client in

@@ -73,7 +73,8 @@ def main():
                 pan = bin_ + str(i).zfill(middle) + last4
                 if not luhn_ok(pan):
                     continue
-                if hashlib.blake2b(pan.encode(), key=key, digest_size=32).hexdigest() == fp:
+                # Named fingerprints (fp1_<fkid>_<hex>) and legacy bare hex both end with the hash.
+                if hashlib.blake2b(pan.encode(), key=key, digest_size=32).hexdigest() == fp[-64:]:
                     hit = True
                     break
             if hit:

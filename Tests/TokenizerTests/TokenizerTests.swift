@@ -132,7 +132,8 @@ import VaultOpen
         #expect(g.fingerprinter.sawCVC == false)
         // It is the keyed hash of the digits (what the gateway's key gives), not something else.
         let key = try KeyFiles.loadFingerprintKey(path: g.dir + "/fingerprint.fk")
-        #expect(Array("4242424242424242".utf8).withUnsafeBytes { key.fingerprint(ofDigits: $0) } == fp)
+        #expect(Array("4242424242424242".utf8).withUnsafeBytes { key.namedFingerprint(ofDigits: $0) } == fp)
+        #expect(fp.hasPrefix("fp1_\(key.kid)_"))
     }
 
     @Test func theGatewayRefusesATamperedEnvelopeAtTokenizeTime() async throws {
@@ -248,11 +249,16 @@ import VaultOpen
 
 /// The gateway's fingerprint route, in-process: a real opener with a real fingerprint key.
 final class OpenerFingerprinter: Fingerprinter, @unchecked Sendable {
-    let opener: EnvelopeOpener
+    private var _opener: EnvelopeOpener
     private let lock = NSLock()
     private var _available = true
     private var _sawCVC = false
-    init(opener: EnvelopeOpener) { self.opener = opener }
+    init(opener: EnvelopeOpener) { _opener = opener }
+    /// The opener (a test replaces it as a gateway's reload does).
+    var opener: EnvelopeOpener {
+        get { lock.withLock { _opener } }
+        set { lock.withLock { _opener = newValue } }
+    }
     var available: Bool {
         get { lock.withLock { _available } }
         set { lock.withLock { _available = newValue } }
@@ -262,8 +268,12 @@ final class OpenerFingerprinter: Fingerprinter, @unchecked Sendable {
     func fingerprints(of envelopes: [CardEnvelope]) async throws(FingerprintFailure) -> [FingerprintAnswer] {
         guard available else { throw .unavailable("the gateway is down") }
         if envelopes.contains(where: { $0.fields[.cvc] != nil }) { lock.withLock { _sawCVC = true } }
+        let opener = self.opener
         return envelopes.map { e in
-            do throws(VaultError) { return .fingerprint(try opener.fingerprint(of: e)) } catch {
+            do throws(VaultError) {
+                let all = try opener.fingerprints(of: e)
+                return .fingerprint(all[0], others: Array(all.dropFirst()))
+            } catch {
                 return .refused(code: error.code, message: error.message)
             }
         }

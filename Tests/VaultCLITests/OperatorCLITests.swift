@@ -183,7 +183,8 @@ import Testing
         environment["COLUMNS"] = "80"
         for command in [["keygen"], ["keys", "add"], ["keys", "rotate"], ["keys", "retire"], ["keys", "protect"], ["rewrap"], ["audit", "verify"],
                         ["config", "check"], ["serve"], ["gateway"], ["seal"], ["open"], ["validate"], ["tokenize"], ["token"], ["kid"],
-                        ["payments", "settle"], ["keys", "move-fingerprint-key"]] {
+                        ["payments", "settle"], ["keys", "move-fingerprint-key"], ["keys", "add-fingerprint-key"],
+                        ["keys", "promote-fingerprint-key"], ["keys", "retire-fingerprint-key"]] {
             let help = try run(vaultBinary, ["help"] + command, environment: environment)
             let lines = help.out.split(separator: "\n", omittingEmptySubsequences: false)
             guard let start = lines.firstIndex(where: { $0.hasPrefix("Example") }) else {

@@ -16,6 +16,8 @@ import Testing
         var sidecarLogPath: String { dir + "/sidecar.log" }
         var gatewayLogPath: String { dir + "/gateway.log" }
         var logs = ""
+        /// The sidecar's store (nil: `sqlite:DIR/tokens.sqlite`).
+        var store: String?
 
         init() throws {
             dir = NSTemporaryDirectory() + "vault-pay-" + UUID().uuidString
@@ -50,7 +52,7 @@ import Testing
         func startSidecar(extra: [String] = []) throws {
             let p = Process()
             p.executableURL = URL(fileURLWithPath: vaultBinary)
-            p.arguments = ["serve", "--socket", sidecarSocket, "--keys", dir + "/sidecar-keys", "--store", "sqlite:\(dir)/tokens.sqlite",
+            p.arguments = ["serve", "--socket", sidecarSocket, "--keys", dir + "/sidecar-keys", "--store", store ?? "sqlite:\(dir)/tokens.sqlite",
                            "--gateway", gatewaySocket] + extra
             let log = try Self.logFile(sidecarLogPath)
             p.standardError = log
@@ -240,7 +242,7 @@ import Testing
 
         let visaToken = try s.tokenize("4242424242424242")
         let tokenFingerprint = (json(try s.curl(s.sidecarSocket, "GET", "/v1/tokens/\(visaToken)").1)["card"] as? [String: Any])?["fingerprint"] as? String
-        #expect(tokenFingerprint?.count == 64)
+        #expect(tokenFingerprint?.count == 85 && tokenFingerprint?.hasPrefix("fp1_") == true)  // fp1_<fkid>_<64 hex>
         let (attached, attachBody) = try s.curl(s.sidecarSocket, "POST", "/v1/customers/\(customer)/instruments", #"{"token":"\#(visaToken)"}"#)
         #expect(attached == 201, "\(attachBody)")
         // The instrument keeps the gateway's fingerprint (and the gateway checks it on every payment below).

@@ -123,6 +123,12 @@ import VaultCrypto
         s.process!.waitUntilExit()
         #expect(s.process!.terminationStatus != 0)
         #expect(s.logs().contains("FINGERPRINT_KEY_REFUSED"))
+        // A rotation's other key (fingerprint-<fkid>.fk) is refused like the primary.
+        try FileManager.default.moveItem(atPath: s.keys + "/notes.txt", toPath: s.keys + "/fingerprint-0123456789abcdef.fk")
+        try s.start()
+        s.process!.waitUntilExit()
+        #expect(s.process!.terminationStatus != 0)
+        #expect(s.logs().contains("FINGERPRINT_KEY_REFUSED"))
     }
 
     /// `vault keys move-fingerprint-key` moves an existing key from a sidecar's directory to the

@@ -31,7 +31,7 @@ import Testing
             #expect(status == 201, "\(body)")
             let card = Self.json(body)["card"] as? [String: Any] ?? [:]
             let fp = try #require(card["fingerprint"] as? String, "the gateway gave no fingerprint: \(body)")
-            #expect(fp.count == 64)
+            #expect(fp.count == 85 && fp.hasPrefix("fp1_"))  // fp1_<fkid>_<64 hex>
             if let seen = fingerprints[pan] { #expect(seen == fp, "same card, same fingerprint") }
             fingerprints[pan] = fp
         }
@@ -100,7 +100,7 @@ import Testing
             if filled != nil { break }
             usleep(100_000)
         }
-        #expect(filled?.count == 64)
+        #expect(filled?.count == 85 && filled?.hasPrefix("fp1_") == true)
 
         // Fields swapped between two caller envelopes, or metadata that is not the card's: the
         // gateway refuses at tokenize time and nothing is stored.

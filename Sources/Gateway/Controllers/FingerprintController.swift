@@ -5,7 +5,8 @@ import VaultCrypto
 import VaultOpen
 
 /// `POST /v1/fingerprints` `{"envelopes":[{…v1…}, …]}` (at most `GatewayAPI.maxFingerprintBatch`)
-/// → 200 `{"data":[{"fingerprint":"<64 hex>"} | {"error":{"code","message"}}, …]}`, in order.
+/// → 200 `{"data":[{"fingerprint":"fp1_<fkid>_<64 hex>","fingerprints":[…]} | {"error":{"code","message"}}, …]}`,
+/// in order: the primary fingerprint key's, and the card's under every key held (docs/key-files.md).
 ///
 /// The sidecar's way to a token's fingerprint (docs/threat-model.md): each envelope is opened
 /// and checked exactly as for a payment (a tampered envelope, or metadata that does not match
@@ -32,10 +33,10 @@ struct FingerprintController: Sendable {
         defer { metrics.fingerprinted(answered) }
         let entries = envelopes.map { envelope -> FingerprintBatch.Entry in
             do throws(VaultError) {
-                let fp = try opener.fingerprint(of: envelope)
+                let all = try opener.fingerprints(of: envelope)
                 metrics.opened("ok")
                 answered += 1
-                return .fingerprint(fp)
+                return .fingerprint(all[0], all: all)
             } catch {
                 metrics.opened(error.code.rawValue)
                 return .refused(error.code, error.message)
