@@ -156,18 +156,7 @@ public struct FingerprintRecomputer: Sendable {
 
     /// Recomputes a batch, the crypto spread over `workers` threads.
     func recomputeAll(_ rows: [Row], carried: Bool) -> [Outcome] {
-        let results = UnsafeMutableBufferPointer<Outcome>.allocate(capacity: rows.count)
-        results.initialize(repeating: .failed("none"))
-        defer { results.deallocate() }
-        let n = min(workers, rows.count)
-        let chunk = (rows.count + n - 1) / n
-        nonisolated(unsafe) let out = results
-        DispatchQueue.concurrentPerform(iterations: n) { w in
-            let lo = w * chunk, hi = min(rows.count, lo + chunk)
-            guard lo < hi else { return }
-            for i in lo..<hi { out[i] = recompute(rows[i], carried: carried) }
-        }
-        return Array(results)
+        parallelMap(rows, workers: workers, placeholder: .failed("none")) { recompute($0, carried: carried) }
     }
 
     /// Opens one row's envelope and computes its card's fingerprints under every key held; for a

@@ -150,18 +150,7 @@ public struct Rewrapper: Sendable {
 
     /// Rewraps a batch, the crypto spread over `workers` threads.
     func rewrapAll(_ rows: [EnvelopeRow]) -> [Outcome] {
-        let results = UnsafeMutableBufferPointer<Outcome>.allocate(capacity: rows.count)
-        results.initialize(repeating: .current)
-        defer { results.deallocate() }
-        let n = min(workers, rows.count)
-        let chunk = (rows.count + n - 1) / n
-        nonisolated(unsafe) let out = results
-        DispatchQueue.concurrentPerform(iterations: n) { w in
-            let lo = w * chunk, hi = min(rows.count, lo + chunk)
-            guard lo < hi else { return }
-            for i in lo..<hi { out[i] = rewrap(rows[i]) }
-        }
-        return Array(results)
+        parallelMap(rows, workers: workers, placeholder: .current) { rewrap($0) }
     }
 
     /// Rewraps one row; `.current` when it is sealed to the primary already.
