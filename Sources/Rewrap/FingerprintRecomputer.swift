@@ -124,10 +124,10 @@ public struct FingerprintRecomputer: Sendable {
     }
 
     /// Writes a batch: links first (a lookup by the old fingerprint finds the new one from then
-    /// on), then the rows, compare-and-swap, in one transaction.
+    /// on), then the rows, compare-and-swap (a row changed meanwhile is skipped, done next run).
     func apply(_ t: Table, _ rows: [Row], _ outcomes: [Outcome]) async throws -> Rewrapper.Counts {
         var counts = Rewrapper.Counts()
-        var changes: [[SQLValue]] = []
+        var changes: [[SQLValue]] = [], envelopeChanges: [[SQLValue]] = []
         for (row, outcome) in zip(rows, outcomes) {
             switch outcome {
             case .failed(let code):
@@ -135,22 +135,21 @@ public struct FingerprintRecomputer: Sendable {
                 logger.error("fingerprint not recomputed", metadata: ["table": "\(t.name)", "id": "\(row.id)", "error": "\(code)"])
             case .recomputed(let all, let envelope):
                 try await FingerprintLinks.record([row.fingerprint] + all, in: db)
-                let values: [SQLValue]
                 if let envelope {
-                    values = [.text(all[0]), .text(envelope), .text(row.id), .text(row.envelope)]
+                    envelopeChanges.append([.text(all[0]), .text(envelope), .text(row.id), .text(row.envelope)])
                 } else {
-                    values = [.text(all[0]), .text(row.id), .text(row.fingerprint)]
+                    changes.append([.text(all[0]), .text(row.id), .text(row.fingerprint)])
                 }
-                changes.append(values)
             }
         }
-        guard !changes.isEmpty else { return counts }
-        let sql = t.envelopeCarriesIt
-            ? "UPDATE \(t.table) SET fingerprint = ?, envelope = ? WHERE \(t.idColumn) = ? AND envelope = ? RETURNING \(t.idColumn)"
-            : "UPDATE \(t.table) SET fingerprint = ? WHERE \(t.idColumn) = ? AND fingerprint = ? RETURNING \(t.idColumn)"
-        let applied = try await db.batch(sql, changes).filter { !$0.isEmpty }.count
-        counts.rewrapped += applied
-        counts.skipped += changes.count - applied
+        for (sql, lists) in [
+            ("UPDATE \(t.table) SET fingerprint = ? WHERE \(t.idColumn) = ? AND fingerprint = ? RETURNING \(t.idColumn)", changes),
+            ("UPDATE \(t.table) SET fingerprint = ?, envelope = ? WHERE \(t.idColumn) = ? AND envelope = ? RETURNING \(t.idColumn)", envelopeChanges),
+        ] where !lists.isEmpty {
+            let applied = try await db.batch(sql, lists).filter { !$0.isEmpty }.count
+            counts.rewrapped += applied
+            counts.skipped += lists.count - applied
+        }
         return counts
     }
 
@@ -167,7 +166,10 @@ public struct FingerprintRecomputer: Sendable {
             var envelope = try CardEnvelope(json: row.envelope)
             let opened = try opener.open(envelope)
             let all = opened.card.number.withUnsafeBytes { keys.namedFingerprints(ofDigits: $0) }
-            guard carried else { return .recomputed(all, envelope: nil) }
+            // The envelope's own fingerprint is rewritten too where the table keeps it there
+            // (instruments) and where an older version sealed one into it (tokens): left under a
+            // retired key, the gateway's check would refuse the envelope.
+            guard carried || envelope.card.fingerprint != nil else { return .recomputed(all, envelope: nil) }
             envelope.card.fingerprint = all[0]
             return .recomputed(all, envelope: envelope.json)
         } catch {

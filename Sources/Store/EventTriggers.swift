@@ -35,6 +35,19 @@ extension Migrations {
     }
 }
 
+extension Migrations {
+    /// The payment triggers again, showing a payment's card-shaped token in its events (issue 17;
+    /// `0008-events` showed `tok_…` tokens only).
+    static let paymentEventTokens = Migration("0010-payment-event-tokens") { (d: Dialect) in
+        EventRule.paymentRules(anyToken: true).flatMap { rule -> [String] in
+            let drop = d.backend == .sqlite
+                ? ["DROP TRIGGER IF EXISTS \(rule.name)"]
+                : ["DROP TRIGGER IF EXISTS \(rule.name) ON \(rule.table)", "DROP FUNCTION IF EXISTS \(rule.name)()"]
+            return drop + rule.statements(d)
+        }
+    }
+}
+
 /// One trigger: after `operation` on `table`, when `condition` holds, an event of `type` (SQL) for
 /// the row `row` (`NEW` or `OLD`) with `data` (key, SQL value) pairs.
 struct EventRule: Sendable {
@@ -98,19 +111,31 @@ struct EventRule: Sendable {
     }
 
     // Payments: each status they enter after `processing` (which is the intent, not an outcome).
-    static let payments: [EventRule] = [
-        EventRule(table: "vault_payments", operation: .insert, objectType: "payment", idColumn: "id",
-                  condition: { _ in "NEW.status <> 'processing'" }, type: "'payment.' || NEW.status", data: paymentData),
-        EventRule(table: "vault_payments", operation: .update, objectType: "payment", idColumn: "id",
-                  condition: { d in "NEW.status <> 'processing' AND (\(changed(d, "status")))" }, type: "'payment.' || NEW.status",
-                  data: paymentData),
-    ]
+    // As `0008-events` made them (a `token` only when `tok_…`); `0010-payment-event-tokens`
+    // replaces them with `paymentRules(anyToken: true)`, which shows card-shaped tokens too.
+    static let payments: [EventRule] = paymentRules(anyToken: false)
 
-    static func paymentData(_ d: Dialect, _ r: String) -> [(String, String)] {
+    static func paymentRules(anyToken: Bool) -> [EventRule] {
+        let data: @Sendable (Dialect, String) -> [(String, String)] = { d, r in paymentData(d, r, anyToken: anyToken) }
+        return [
+            EventRule(table: "vault_payments", operation: .insert, objectType: "payment", idColumn: "id",
+                      condition: { _ in "NEW.status <> 'processing'" }, type: "'payment.' || NEW.status", data: data),
+            EventRule(table: "vault_payments", operation: .update, objectType: "payment", idColumn: "id",
+                      condition: { d in "NEW.status <> 'processing' AND (\(changed(d, "status")))" }, type: "'payment.' || NEW.status",
+                      data: data),
+        ]
+    }
+
+    /// `anyToken`: a payment's `token` is whatever is not an instrument id (`tok_…` or a
+    /// card-shaped token, docs/card-tokens.md); else only `tok_…`, as `0008-events` had it.
+    static func paymentData(_ d: Dialect, _ r: String, anyToken: Bool = true) -> [(String, String)] {
         let mandate = "CASE WHEN \(r).request LIKE 'mandate=%' THEN \(d.beforeAmpersand("substr(\(r).request, 9)")) END"
+        let token = anyToken
+            ? "CASE WHEN \(r).token IS NOT NULL AND \(r).token NOT LIKE 'ins\\_%' ESCAPE '\\' THEN \(r).token END"
+            : "CASE WHEN \(r).token LIKE 'tok\\_%' ESCAPE '\\' THEN \(r).token END"
         return [
             ("id", "\(r).id"), ("object", "'payment'"), ("status", "\(r).status"), ("amount", "\(r).amount"), ("currency", "\(r).currency"),
-            ("token", "CASE WHEN \(r).token LIKE 'tok\\_%' ESCAPE '\\' THEN \(r).token END"),
+            ("token", token),
             ("instrument", "CASE WHEN \(r).token LIKE 'ins\\_%' ESCAPE '\\' THEN \(r).token END"),
             ("customer", "\(r).customer"), ("mandate", mandate),
             ("capture_method", "CASE WHEN \(r).capture_method = 'manual' THEN 'manual' ELSE 'automatic' END"),

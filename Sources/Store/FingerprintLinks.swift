@@ -56,6 +56,21 @@ public enum FingerprintLinks {
         return out
     }
 
+    /// Forgets the links of a retired fingerprint key: every pair holding one of its fingerprints
+    /// (`fp1_<kid>_…`) or a legacy bare one. Kept, they would let whoever holds the retired key
+    /// (a leak is why keys are rotated) follow an old fingerprint to the card's current one, and to
+    /// its BIN and last 4: after retirement, lookups by the retired key's fingerprints match
+    /// nothing (docs/key-files.md). The pairs removed.
+    @discardableResult
+    public static func forget(kid: String, in db: Database) async throws(StoreError) -> Int {
+        let prefix = "fp1_\(kid)_%"
+        return try await db.write("""
+            DELETE FROM vault_fingerprint_links
+            WHERE fingerprint LIKE ? OR alias LIKE ? OR fingerprint NOT LIKE 'fp1\\_%' ESCAPE '\\' OR alias NOT LIKE 'fp1\\_%' ESCAPE '\\'
+            RETURNING fingerprint
+            """, [prefix, prefix]).count
+    }
+
     /// A filter `column IN (?, …)` over `candidates`.
     public static func filter(_ column: String, _ candidates: [String]) -> (String, [any SQLBindable]) {
         ("\(column) IN (" + candidates.map { _ in "?" }.joined(separator: ", ") + ")", candidates)

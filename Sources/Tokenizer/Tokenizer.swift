@@ -121,12 +121,18 @@ public struct Tokenizer: Sendable {
         return try await store(envelope, at: t, sealedHere: false, metadata: metadata, shape: shape)
     }
 
+    /// Whether `text` can name a token: `tok_…`, or a card-shaped token that fails the Luhn check
+    /// (one that passes it only when this vault makes them, `card_token_luhn_valid`). Anything else,
+    /// a card number among them, is `TOKEN_NOT_FOUND` before it reaches the store.
+    public func isTokenName(_ text: String) -> Bool {
+        RandomID.isWellFormed(text, prefix: "tok_")
+            || (CardShapedToken.isWellFormed(text) && (policy.cardTokenLuhnValid || !Luhn.isValid(text.utf8)))
+    }
+
     /// The record of a live token.
     /// - Throws: `TOKEN_NOT_FOUND`, store codes.
     public func record(_ token: String) async throws(VaultError) -> TokenRecord {
-        guard RandomID.isWellFormed(token, prefix: "tok_") || CardShapedToken.isWellFormed(token) else {
-            throw VaultError(.tokenNotFound, "no such token", field: "token")
-        }
+        guard isTokenName(token) else { throw VaultError(.tokenNotFound, "no such token", field: "token") }
         let t = now()
         let found: TokenRecord?
         do throws(StoreError) { found = try await store.get(token, now: t) } catch { throw VaultError(store: error) }
@@ -212,6 +218,7 @@ public struct Tokenizer: Sendable {
     /// Deletes a token and its envelope.
     /// - Throws: `TOKEN_NOT_FOUND`, store codes.
     public func delete(_ token: String) async throws(VaultError) {
+        guard isTokenName(token) else { throw VaultError(.tokenNotFound, "no such token", field: "token") }
         let deleted: Bool
         do throws(StoreError) { deleted = try await store.delete(token) } catch { throw VaultError(store: error) }
         guard deleted else { throw VaultError(.tokenNotFound, "no such token", field: "token") }
@@ -224,7 +231,7 @@ public struct Tokenizer: Sendable {
     private func store(_ envelope: CardEnvelope, at t: Date, sealedHere: Bool, metadata: Metadata, shape: CardShape?) async throws(VaultError) -> TokenRecord {
         let cvc = envelope.fields[.cvc]
         let stored = envelope.droppingCVC()
-        let fingerprint = try await fingerprint(of: stored, refusalIsFinal: !sealedHere)
+        let (fingerprint, others) = try await fingerprint(of: stored, refusalIsFinal: !sealedHere)
         var record = TokenRecord(
             token: try shape?.draw() ?? RandomID.make(prefix: "tok_"), envelope: stored, cvcField: cvc, createdAt: t,
             expiresAt: t.addingTimeInterval(policy.tokenTTL), cvcExpiresAt: cvc == nil ? nil : t.addingTimeInterval(policy.cvcTTL),
@@ -248,6 +255,12 @@ public struct Tokenizer: Sendable {
                 record.token = try shape.draw()
             }
         }
+        // During a fingerprint-key rotation: the card's fingerprints under the other keys are
+        // linked to this one once the token is stored (a refused tokenize writes nothing), so
+        // lookups by any of them find it.
+        if let fingerprint, !others.isEmpty {
+            do throws(StoreError) { try await store.linkFingerprints([fingerprint] + others) } catch { throw VaultError(store: error) }
+        }
         if let cvc, let expires = record.cvcExpiresAt {
             cvcs.hold(cvc, token: record.token, sealedKey: stored.sealedKey, expiresAt: expires)
         }
@@ -258,37 +271,40 @@ public struct Tokenizer: Sendable {
     private func cardShape(_ format: TokenFormat?, _ card: CardMetadata, pan: SecureBytes?) throws(VaultError) -> CardShape? {
         guard (format ?? policy.format) == .card else { return nil }
         try CardShapedToken.check(card)
-        if policy.cardTokenLuhnValid, pan == nil {
+        // The token could be the card's own number when it may pass the Luhn check (the setting)
+        // or the card need not (a brand without the Luhn rule, UnionPay): then each draw is
+        // compared with the number, which only a card sealed here gives. Otherwise the number is
+        // not kept.
+        let mayEqualCard = policy.cardTokenLuhnValid || validator.table.spec(for: card.brand)?.luhn == false
+        if mayEqualCard, pan == nil {
             throw VaultError(
                 .cardTokenNeedsCard,
-                "Luhn-valid card-shaped tokens (card_token_luhn_valid) are made only for cards sealed here, where the token is checked not to be the card's number; send card, or ask for a tok_ token",
+                policy.cardTokenLuhnValid
+                    ? "Luhn-valid card-shaped tokens (card_token_luhn_valid) are made only for cards sealed here, where the token is checked not to be the card's number; send card, or ask for a tok_ token"
+                    : "this brand's numbers need not pass the Luhn check, so its card-shaped tokens are made only for cards sealed here, where the token is checked not to be the card's number; send card, or ask for a tok_ token",
                 field: "token_format")
         }
-        return CardShape(card: card, luhnValid: policy.cardTokenLuhnValid, pan: pan, source: cardTokenDigits)
+        return CardShape(card: card, luhnValid: policy.cardTokenLuhnValid, pan: mayEqualCard ? pan : nil, source: cardTokenDigits)
     }
 
-    /// The gateway's fingerprint of `envelope` (named, under its primary fingerprint key), nil when
-    /// it cannot answer now (filled in later).
+    /// The gateway's fingerprint of `envelope` (named, under its primary fingerprint key) and, during
+    /// a fingerprint-key rotation, the card's fingerprints under the other keys; nil when it
+    /// cannot answer now (filled in later).
     /// - Throws: the gateway's code when it refuses the envelope (tampered, metadata that does
     ///   not match the card, a kid it does not open): nothing is stored.
-    private func fingerprint(of envelope: CardEnvelope, refusalIsFinal: Bool) async throws(VaultError) -> String? {
-        guard let fingerprinter else { return nil }
+    private func fingerprint(of envelope: CardEnvelope, refusalIsFinal: Bool) async throws(VaultError) -> (String?, others: [String]) {
+        guard let fingerprinter else { return (nil, []) }
         let answers: [FingerprintAnswer]
-        do throws(FingerprintFailure) { answers = try await fingerprinter.fingerprints(of: [envelope]) } catch { return nil }
+        do throws(FingerprintFailure) { answers = try await fingerprinter.fingerprints(of: [envelope]) } catch { return (nil, []) }
         switch answers.first {
-        case .fingerprint(let fp, let others)?:
-            // During a fingerprint-key rotation: the card's fingerprints under the other keys are
-            // linked to this one first, so lookups by any of them find this token.
-            if !others.isEmpty {
-                do throws(StoreError) { try await store.linkFingerprints([fp] + others) } catch { throw VaultError(store: error) }
-            }
-            return fp
+        case .fingerprint(let fp, let others)?: return (fp, others)
         case .refused(let code, let message)?:
-            guard refusalIsFinal else { return nil }
+            guard refusalIsFinal else { return (nil, []) }
             throw VaultError(code, message, field: "envelope")
-        case nil: return nil
+        case nil: return (nil, [])
         }
     }
+
 }
 
 /// A card-shaped token's draw: the card's shape and, for a Luhn-valid one, its number (only to

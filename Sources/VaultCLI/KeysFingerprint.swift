@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import Rewrap
 import ServerCLI
+import Store
 import VaultCrypto
 
 /// `vault keys add-fingerprint-key`, `promote-fingerprint-key`, `retire-fingerprint-key`: rotating
@@ -75,8 +76,8 @@ struct KeysRetireFingerprintKey: AsyncParsableCommand {
         discussion: """
             Refused while any token or instrument in --store has a fingerprint that is not the \
             primary's (run `vault rewrap --fingerprints` first), and for the primary itself. Deletes \
-            KEYS/fingerprint-<FKID>.fk; reload the gateway. Fingerprints under the retired key keep \
-            matching in lookups through their links.
+            KEYS/fingerprint-<FKID>.fk; reload the gateway. The links from the retired key's \
+            fingerprints are deleted first: lookups by them match nothing afterwards.
 
             Example:
               vault keys retire-fingerprint-key 0123456789abcdef \\
@@ -99,8 +100,12 @@ struct KeysRetireFingerprintKey: AsyncParsableCommand {
             guard primary.kid != k.rawValue else {
                 throw VaultError(.keyRingChangeRefused, "fingerprint key \(k) is the primary: promote another first", field: "FKID")
             }
+            // Refused while a stored fingerprint needs the key; else its links are forgotten
+            // (FingerprintLinks.forget) before the key file goes.
             let left = try await StoreTables.withStore(store, logger: Logger(label: "vault.keys")) { db in
-                try await FingerprintRecomputer.remaining(in: db, primaryKid: primary.kid)
+                let left = try await FingerprintRecomputer.remaining(in: db, primaryKid: primary.kid)
+                if left == 0 { try await FingerprintLinks.forget(kid: k.rawValue, in: db) }
+                return left
             }
             guard left == 0 else {
                 throw VaultError(.keyInUse, "\(left) stored fingerprints are not the primary key's (\(primary.kid)): run `vault rewrap --fingerprints` first")

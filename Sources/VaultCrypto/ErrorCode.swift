@@ -294,7 +294,7 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
         case .tokenInUse: Self.e(409, .failure, "a single-use token already has a payment in progress, waiting, or succeeded")
         case .cardTokenSpaceTooSmall: Self.e(422, .invalidInput, "a card-shaped token was asked for a card too short to hide in (fewer than 15 digits)")
         case .tokenSpaceExhausted: Self.e(409, .failure, "every card-shaped token drawn for this card's first 6, last 4 and length was taken")
-        case .cardTokenNeedsCard: Self.e(422, .invalidInput, "a Luhn-valid card-shaped token was asked for an envelope sealed elsewhere")
+        case .cardTokenNeedsCard: Self.e(422, .invalidInput, "a card-shaped token that could be the card's number was asked for an envelope sealed elsewhere")
         case .storeUnavailable: Self.e(503, .unreachable, "the store cannot be reached or refused the operation")
         case .storeRowCorrupt: Self.e(503, .failure, "a stored row cannot be read back")
         case .storeDuplicate: Self.e(409, .failure, "a unique key of the store is taken (the stores turn it into their own code)")

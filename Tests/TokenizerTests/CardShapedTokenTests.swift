@@ -90,6 +90,30 @@ import VaultCrypto
         #expect(try await h.store.count() == 2)
     }
 
+    /// A brand whose numbers need not pass the Luhn check (UnionPay): a Luhn-failing token could
+    /// be the card's own number, so each draw is compared with it, and an envelope (no number to
+    /// compare with) is refused. A card number in a token's place is not looked up.
+    @Test func aBrandWithoutLuhnIsNeverGivenItsOwnNumber() async throws {
+        let h = try await Backend.sqlite.make()
+        defer { Task { await h.cleanup() } }
+        var t = tokenizer(h)
+        let unionPay = "6212345678901234"   // fails the Luhn check, as UnionPay numbers may
+        #expect(!Luhn.isValid(Array(unionPay.utf8)))
+        let ok = try await t.tokenize(card(unionPay))
+        #expect(ok.token != unionPay && ok.token.hasPrefix("621234") && ok.token.hasSuffix("1234"))
+        t.cardTokenDigits = Self.scripted(Array("567890".utf8))   // always the card's own middle
+        let e = await #expect(throws: VaultError.self) { _ = try await t.tokenize(card(unionPay)) }
+        #expect(e?.code == .tokenSpaceExhausted)
+        let envelope = try CardEnvelope.seal(card(unionPay), to: publicKey, validator: CardValidator(), now: CalendarMonth(year: 2026, month: 11))
+        let needs = await #expect(throws: VaultError.self) { _ = try await t.tokenize(envelope: envelope) }
+        #expect(needs?.code == .cardTokenNeedsCard)
+        #expect(try await h.store.count() == 1, "nothing stored for the refusals")
+        // A card number where a token goes: TOKEN_NOT_FOUND before the store is asked.
+        #expect(!t.isTokenName("4242424242424242") && t.isTokenName(ok.token) && t.isTokenName(RandomID.make(prefix: "tok_")))
+        let pan = await #expect(throws: VaultError.self) { _ = try await t.record("4242424242424242") }
+        #expect(pan?.code == .tokenNotFound)
+    }
+
     @Test func shortCardsAreRefusedAndTheSpaceIsCounted() async throws {
         let h = try await Backend.sqlite.make()
         defer { Task { await h.cleanup() } }

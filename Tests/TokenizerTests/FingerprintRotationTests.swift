@@ -95,6 +95,11 @@ import VaultOpen
         let aVisa = zone.fingerprint(visa, under: a)
         #expect(try await h.store.get(t1, now: Date())?.fingerprint == aVisa)
         try await h.sql("UPDATE vault_tokens SET fingerprint = '\(aVisa.suffix(64))' WHERE token = '\(t0)'")
+        // ... and whose envelope carries it, as an older version sealed it there.
+        var legacy = try #require(try await h.store.get(t0, now: Date())).envelope
+        legacy.card.fingerprint = String(aVisa.suffix(64))
+        try await h.sql("UPDATE vault_tokens SET envelope = '\(legacy.json)' WHERE token = '\(t0)'")
+        _ = try zone.fingerprinter.opener.open(legacy, checkFingerprint: true)
         // A named lookup finds the legacy row too; a bare one finds what is stored bare.
         #expect(try await tokens(tokenizer, fingerprint: aVisa) == [t0, t1])
         #expect(try await tokens(tokenizer, fingerprint: String(aVisa.suffix(64))) == [t0])
@@ -153,12 +158,21 @@ import VaultOpen
         #expect(try await tokens(tokenizer, fingerprint: zone.fingerprint(mc, under: a)) == [m1])
         #expect(try await Self.items(customers.listInstruments(ListQuery(), fingerprint: aVisa, customer: nil)).map(\.id) == [instrument.id])
 
-        // Retire A: the gateway answers B's only; lookups by A's still match through the links.
+        // Retire A: its links are forgotten (whoever holds A could otherwise follow them to the
+        // card's current fingerprint), so lookups by A's fingerprints, named or bare, match
+        // nothing; B's finds every token of the card; the gateway answers B's only.
+        #expect(try await FingerprintLinks.forget(kid: a, in: h.db) > 0)
         try KeyFiles.retireFingerprintKey(directory: zone.dir, kid: a)
         try zone.reload()
         #expect(zone.keys.others.isEmpty)
         let t4 = try await tokenizer.tokenize(card(visa)).token
-        #expect(try await tokens(tokenizer, fingerprint: aVisa) == visaTokens.union([t4]))
+        for fp in [aVisa, String(aVisa.suffix(64))] { #expect(try await tokens(tokenizer, fingerprint: fp).isEmpty, "\(fp)") }
+        #expect(try await tokens(tokenizer, fingerprint: bVisa) == visaTokens.union([t4]))
+        // The legacy envelope's own fingerprint was recomputed too: the gateway still opens it.
+        let legacyAfter = try #require(try await h.store.get(t0, now: Date())).envelope
+        #expect(legacyAfter.card.fingerprint == bVisa)
+        _ = try zone.fingerprinter.opener.open(legacyAfter, checkFingerprint: true)
+        #expect(try await h.db.query("SELECT COUNT(*) FROM vault_fingerprint_links WHERE fingerprint LIKE ? OR alias LIKE ?", ["fp1_\(a)_%", "fp1_\(a)_%"]).first?.int(0) == 0)
         await h.cleanup()
     }
 

@@ -224,5 +224,5 @@ func dropEventsMigration(_ db: Database, _ backend: Backend) async throws {
     }
     try await db.write("DROP TABLE vault_events")
     try await db.write("DROP TABLE vault_leases")
-    try await db.write("DELETE FROM vault_migrations WHERE name = '0008-events'")
+    try await db.write("DELETE FROM vault_migrations WHERE name IN ('0008-events', '0010-payment-event-tokens')")
 }

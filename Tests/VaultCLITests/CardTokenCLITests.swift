@@ -49,6 +49,10 @@ import Testing
         // Its events name it; a customer's instrument is made from one.
         let (events, eventsBody) = try s.curl(s.sidecarSocket, "GET", "/v1/events?object=\(token)")
         #expect(events == 200 && eventsBody.contains("token.created"), "\(eventsBody)")
+        let paymentID = try #require(payment["id"] as? String)
+        let (_, paymentEvents) = try s.curl(s.sidecarSocket, "GET", "/v1/events?object=\(paymentID)")
+        let paymentEvent = ((Self.json(paymentEvents)["data"] as? [[String: Any]])?.first?["data"] as? [String: Any])?["object"] as? [String: Any]
+        #expect(paymentEvent?["token"] as? String == token, "a payment's events name its card-shaped token: \(paymentEvents)")
         let (_, second) = try s.curl(s.sidecarSocket, "POST", "/v1/tokens", #"{\#(card),"token_format":"card"}"#)
         let attachable = try #require(Self.json(second)["token"] as? String)
         let (_, customer) = try s.curl(s.sidecarSocket, "POST", "/v1/customers", "{}")

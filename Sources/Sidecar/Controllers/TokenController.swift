@@ -139,7 +139,7 @@ enum CardInput {
 /// list, `object` of the event list): `tok_…`, or a card-shaped token (docs/card-tokens.md).
 enum TokenID {
     /// A card-shaped token the card-number rule of free text lets through: one that fails the Luhn
-    /// check always (no card number does); one that passes it only on a sidecar that makes them
+    /// check always (the rule looks for Luhn-valid runs); one that passes it only on a sidecar that makes them
     /// (`card_token_luhn_valid`), as it looks like a card number. Such a value is resolved before
     /// anything is stored, and one that names no token is `TOKEN_NOT_FOUND`.
     static func isCardShaped(_ v: String, luhnValid: Bool) -> Bool {
