@@ -57,6 +57,13 @@ public enum CardShapedToken {
         return (minimumLength...maximumLength).contains(u.count) && u.allSatisfy { $0 >= 48 && $0 <= 57 }
     }
 
+    /// True for a card-shaped token a request may name: one that fails the Luhn check always (a
+    /// card number of a Luhn brand never does); one that passes it only where the vault makes them
+    /// (`luhnValid`: `card_token_luhn_valid`), as it looks like a card number.
+    public static func isAccepted(_ text: some StringProtocol, luhnValid: Bool) -> Bool {
+        isWellFormed(text) && (luhnValid || !Luhn.isValid(text.utf8))
+    }
+
     /// Refuses a card whose shape leaves too few middles (`CARD_TOKEN_SPACE_TOO_SMALL`) or whose
     /// metadata is not digits of the right lengths.
     public static func check(_ card: CardMetadata) throws(VaultError) {

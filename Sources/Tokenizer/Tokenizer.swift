@@ -126,7 +126,7 @@ public struct Tokenizer: Sendable {
     /// a card number among them, is `TOKEN_NOT_FOUND` before it reaches the store.
     public func isTokenName(_ text: String) -> Bool {
         RandomID.isWellFormed(text, prefix: "tok_")
-            || (CardShapedToken.isWellFormed(text) && (policy.cardTokenLuhnValid || !Luhn.isValid(text.utf8)))
+            || CardShapedToken.isAccepted(text, luhnValid: policy.cardTokenLuhnValid)
     }
 
     /// The record of a live token.

@@ -100,6 +100,9 @@ struct KeysRetireFingerprintKey: AsyncParsableCommand {
             guard primary.kid != k.rawValue else {
                 throw VaultError(.keyRingChangeRefused, "fingerprint key \(k) is the primary: promote another first", field: "FKID")
             }
+            // A kid this directory does not hold changes nothing (no link is forgotten for it).
+            let file = keys + "/" + FingerprintKeys.otherFileName(kid: k.rawValue)
+            guard FileManager.default.fileExists(atPath: file) else { throw VaultError(.keyFileNotFound, "no \(file)", field: "FKID") }
             // Refused while a stored fingerprint needs the key; else its links are forgotten
             // (FingerprintLinks.forget) before the key file goes.
             let left = try await StoreTables.withStore(store, logger: Logger(label: "vault.keys")) { db in

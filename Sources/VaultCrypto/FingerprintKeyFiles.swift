@@ -54,7 +54,8 @@ extension KeyFiles {
     }
 
     /// Deletes `fingerprint-<kid>.fk`: the gateway no longer answers its fingerprints once
-    /// reloaded (stored ones were recomputed, and their links keep lookups by them working).
+    /// reloaded (stored ones were recomputed; `vault keys retire-fingerprint-key` deletes their
+    /// links first, so lookups by them match nothing).
     /// - Throws: `KEY_RING_CHANGE_REFUSED` for the primary; `KEY_FILE_NOT_FOUND`; `IO_ERROR`.
     public static func retireFingerprintKey(directory dir: String, kid: String) throws(VaultError) {
         if let primary = try? loadFingerprintKey(path: dir + "/" + fingerprintKeyFileName), primary.kid == kid {

@@ -105,6 +105,12 @@ import Testing
         // Retire A: refused for the primary, done for A; the gateway answers B's only; A's matches nothing.
         let primary = try vault("keys", "retire-fingerprint-key", b, "--keys", keys, "--store", store)
         #expect(primary.status == 12 && primary.stderr.contains("KEY_RING_CHANGE_REFUSED"), "\(primary.stderr)")
+        // A kid whose key file is not there (moved away here) changes nothing: no link is forgotten.
+        try FileManager.default.moveItem(atPath: "\(keys)/fingerprint-\(a).fk", toPath: "\(s.dir)/a.fk.away")
+        let missing = try vault("keys", "retire-fingerprint-key", a, "--keys", keys, "--store", store)
+        #expect(missing.status != 0 && missing.stderr.contains("KEY_FILE_NOT_FOUND"), "\(missing.stderr)")
+        #expect(try Self.search(s, fA) == [t1, t2, t3])
+        try FileManager.default.moveItem(atPath: "\(s.dir)/a.fk.away", toPath: "\(keys)/fingerprint-\(a).fk")
         let retired = try vault("keys", "retire-fingerprint-key", a, "--keys", keys, "--store", store)
         #expect(retired.status == 0, "\(retired.stderr)")
         #expect(!FileManager.default.fileExists(atPath: "\(keys)/fingerprint-\(a).fk"))

@@ -143,7 +143,7 @@ enum TokenID {
     /// (`card_token_luhn_valid`), as it looks like a card number. Such a value is resolved before
     /// anything is stored, and one that names no token is `TOKEN_NOT_FOUND`.
     static func isCardShaped(_ v: String, luhnValid: Bool) -> Bool {
-        CardShapedToken.isWellFormed(v) && (luhnValid || !Luhn.isValid(v.utf8))
+        CardShapedToken.isAccepted(v, luhnValid: luhnValid)
     }
 
     /// The `token` field of a body: a card-shaped token (`isCardShaped`), else free text (never a
