@@ -117,8 +117,11 @@ public protocol CustomerStore: Sendable {
     func instruments(of customer: String) async throws(StoreError) -> [InstrumentRecord]
     func instrument(_ id: String) async throws(StoreError) -> InstrumentRecord?
     /// Stores an instrument; it becomes the default when the customer has none (or when asked).
-    /// False when the customer does not exist.
-    func attach(_ instrument: InstrumentRecord, makeDefault: Bool) async throws(StoreError) -> Bool
+    /// With `dedupe` and a fingerprint in its envelope, a card the customer holds already (an
+    /// instrument with that fingerprint, or one linked to it) is not stored twice: the existing
+    /// instrument is answered, its envelope replaced by this one's when the expiry differs
+    /// (docs/dedupe.md). In one transaction (two attaches of one card store one instrument).
+    func attach(_ instrument: InstrumentRecord, makeDefault: Bool, dedupe: Bool) async throws(StoreError) -> AttachOutcome
     /// False when the instrument is not the customer's.
     func setDefault(customer: String, instrument: String) async throws(StoreError) -> Bool
     /// Deletes the instrument (and its envelope); clears the default if it was. False when the
@@ -132,7 +135,25 @@ public protocol CustomerStore: Sendable {
     func listInstruments(_ q: ListQuery, fingerprint: String?, customer: String?) async throws(StoreError) -> ListPage<InstrumentRecord>
 }
 
+/// What an attach did.
+public enum AttachOutcome: Sendable, Equatable {
+    /// A new instrument was stored.
+    case attached
+    /// The customer held this card with this expiry: that instrument, unchanged (but made the
+    /// default when asked).
+    case existing(InstrumentRecord)
+    /// The customer held this card with another expiry: that instrument, with the new envelope.
+    case updated(InstrumentRecord)
+    /// No such customer: nothing was stored.
+    case customerNotFound
+}
+
 extension CustomerStore {
+    /// Stores an instrument (no dedupe). False when the customer does not exist.
+    public func attach(_ instrument: InstrumentRecord, makeDefault: Bool) async throws(StoreError) -> Bool {
+        try await attach(instrument, makeDefault: makeDefault, dedupe: false) != .customerNotFound
+    }
+
     /// A page without a metadata search.
     public func list(_ q: ListQuery) async throws(StoreError) -> ListPage<CustomerRecord> { try await list(q, metadata: []) }
 

@@ -144,19 +144,40 @@ public final class SQLCustomerStore: CustomerStore, MandateStore {
         try await db.query("SELECT id, customer, envelope, created_at FROM vault_instruments WHERE id = ?", [id]).map(Self.instrument).first
     }
 
-    public func attach(_ i: InstrumentRecord, makeDefault: Bool) async throws(StoreError) -> Bool {
+    public func attach(_ i: InstrumentRecord, makeDefault: Bool, dedupe: Bool) async throws(StoreError) -> AttachOutcome {
         let json = i.envelope.json
-        return try await db.transaction { (tx) throws(StoreError) in
-            // Nothing attaches to a customer that does not exist (or was deleted meanwhile).
-            let inserted = try await tx.query("""
-                INSERT INTO vault_instruments (id, customer, envelope, created_at, fingerprint)
-                SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM vault_customers WHERE id = ?) RETURNING id
-                """, [i.id, i.customer, json, i.createdAt, i.envelope.card.fingerprint, i.customer])
-            guard !inserted.isEmpty else { return false }
+        let sameCard: [String] = if dedupe, let fp = i.envelope.card.fingerprint { try await FingerprintLinks.candidates(of: fp, in: db) } else { [] }
+        return try await db.transaction { (tx) throws(StoreError) -> AttachOutcome in
+            // Nothing attaches to a customer that does not exist (or was deleted meanwhile). On
+            // PostgreSQL the customer row is locked, so two attaches of one card take turns (a
+            // SQLite write transaction is alone anyway).
+            let lock = tx.dialect.backend == .postgres ? " FOR UPDATE" : ""
+            guard try await !tx.query("SELECT id FROM vault_customers WHERE id = ?\(lock)", [i.customer]).isEmpty else { return .customerNotFound }
+            let outcome: AttachOutcome
+            let held = sameCard.isEmpty ? [] : try await tx.query(
+                "SELECT id, customer, envelope, created_at FROM vault_instruments WHERE customer = ? AND \(FingerprintLinks.filter("fingerprint", sameCard).0) ORDER BY created_at, id",
+                [i.customer] + sameCard
+            ).map(Self.instrument)
+            let card = i.envelope.card
+            if let same = held.first(where: { $0.envelope.card.expMonth == card.expMonth && $0.envelope.card.expYear == card.expYear }) {
+                outcome = .existing(same)
+            } else if var other = held.first {
+                // A reissued card (same number, new expiry): the instrument keeps its id and takes
+                // the new envelope (and the fingerprint it carries).
+                try await tx.query("UPDATE vault_instruments SET envelope = ?, fingerprint = ? WHERE id = ?", [json, card.fingerprint, other.id])
+                other.envelope = i.envelope
+                outcome = .updated(other)
+            } else {
+                try await tx.query(
+                    "INSERT INTO vault_instruments (id, customer, envelope, created_at, fingerprint) VALUES (?, ?, ?, ?, ?)",
+                    [i.id, i.customer, json, i.createdAt, card.fingerprint])
+                outcome = .attached
+            }
+            let id = switch outcome { case .existing(let x), .updated(let x): x.id; default: i.id }
             try await tx.query(
                 "UPDATE vault_customers SET default_instrument = ? WHERE id = ? AND (? OR default_instrument IS NULL)",
-                [i.id, i.customer, makeDefault])
-            return true
+                [id, i.customer, makeDefault])
+            return outcome
         }
     }
 

@@ -78,8 +78,10 @@ public struct CustomerService: Sendable {
         return (c, try await store { () throws(StoreError) in try await customers.instruments(of: id) })
     }
 
-    /// Attaches a token: it becomes an instrument (no CVC) and the token is consumed.
-    public func attach(customer id: String, token: String, makeDefault: Bool) async throws(VaultError) -> InstrumentRecord {
+    /// Attaches a token: it becomes an instrument (no CVC) and the token is consumed. A card the
+    /// customer holds already (same fingerprint) is not stored twice: the existing instrument is
+    /// answered (`reused`), with the token's envelope when its expiry differs (docs/dedupe.md).
+    public func attach(customer id: String, token: String, makeDefault: Bool) async throws(VaultError) -> (InstrumentRecord, reused: Bool) {
         _ = try await customer(id)
         let record: TokenRecord
         record = try await tokenizer.record(token)
@@ -94,10 +96,11 @@ public struct CustomerService: Sendable {
         var envelope = record.envelope
         envelope.card.fingerprint = record.fingerprint
         let instrument = InstrumentRecord(id: RandomID.make(prefix: "ins_"), customer: id, envelope: envelope, createdAt: now())
-        guard try await store({ () throws(StoreError) in try await customers.attach(instrument, makeDefault: makeDefault) }) else {
-            throw VaultError(.customerNotFound, "no customer with that id")
+        switch try await store({ () throws(StoreError) in try await customers.attach(instrument, makeDefault: makeDefault, dedupe: true) }) {
+        case .attached: return (instrument, false)
+        case .existing(let held), .updated(let held): return (held, true)
+        case .customerNotFound: throw VaultError(.customerNotFound, "no customer with that id")
         }
-        return instrument
     }
 
     public func setDefault(customer id: String, instrument: String) async throws(VaultError) {

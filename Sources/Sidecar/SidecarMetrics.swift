@@ -24,6 +24,7 @@ public final class SidecarMetrics: Sendable {
     /// help text's checks, about 1% of a tokenize's CPU).
     private let seals: Counter
     private let tokensBySource: [String: Counter]
+    private let tokensReused: Counter
 
     public init(now: @escaping @Sendable () -> Date = Date.init) {
         server = ServerMetrics(component: "sidecar", now: now)
@@ -48,6 +49,9 @@ public final class SidecarMetrics: Sendable {
                 labels: [("source", source)])
         }
         self.tokensBySource = tokensBySource
+        tokensReused = registry.makeCounter(descriptor: .init(
+            namespace: "vault", metricName: "tokens_reused", unitName: "total",
+            helpText: "Tokenize requests with dedupe answered an existing reusable token of the same card (docs/dedupe.md)."))
         // Counters of fixed label sets start at zero, so alerts see a series from the start.
         for how in ["reconciled", "resent", "not_received"] { settledCounter(how) }
         unknownCounter()
@@ -71,6 +75,13 @@ public final class SidecarMetrics: Sendable {
     public func tokenCreated(source: String) {
         if source == "card" { seals.increment() }
         tokensBySource[source]?.increment()
+    }
+
+    /// A tokenize with `dedupe` answered an existing token (`card`: the card was sealed at the
+    /// door all the same).
+    public func tokenReused(source: String) {
+        if source == "card" { seals.increment() }
+        tokensReused.increment()
     }
 
     /// A payment answered (a replay is counted apart: it charged nothing).

@@ -48,6 +48,15 @@ extension Migrations {
     }
 }
 
+extension Migrations {
+    /// `instrument.updated` (issue 17, docs/dedupe.md): a customer attaches a card it holds with
+    /// a new expiry, and the instrument takes the new envelope. A rewrap, which replaces the
+    /// envelope of the same card and expiry, changes nothing an event shows and writes none.
+    static let instrumentUpdated = Migration("0011-instrument-updated") { (d: Dialect) in
+        EventRule.instrumentUpdated.statements(d)
+    }
+}
+
 /// One trigger: after `operation` on `table`, when `condition` holds, an event of `type` (SQL) for
 /// the row `row` (`NEW` or `OLD`) with `data` (key, SQL value) pairs.
 struct EventRule: Sendable {
@@ -186,6 +195,19 @@ struct EventRule: Sendable {
         EventRule(table: "vault_instruments", operation: .delete, objectType: "instrument", idColumn: "id", condition: { _ in nil },
                   type: "'instrument.deleted'", data: instrumentData),
     ]
+
+    /// An instrument whose card's expiry changed (`0011-instrument-updated`).
+    static let instrumentUpdated = EventRule(
+        table: "vault_instruments", operation: .update, objectType: "instrument", idColumn: "id",
+        condition: { d in
+            ["exp_month", "exp_year"].map { key in
+                let path = { (r: String) in
+                    d.backend == .sqlite ? "json_extract(\(r).envelope, '$.card.\(key)')" : "((\(r).envelope)::jsonb #>> '{card,\(key)}')"
+                }
+                return d.distinct(path("OLD"), path("NEW"))
+            }.joined(separator: " OR ")
+        },
+        type: "'instrument.updated'", data: instrumentData)
 
     static func instrumentData(_ d: Dialect, _ r: String) -> [(String, String)] {
         [

@@ -1,5 +1,6 @@
 import Foundation
 import Store
+import VaultCrypto
 
 /// Where tokens live. `SQLTokenStore` implements it over either backend of `Store.Database`
 /// (SQLite, PostgreSQL), and one test suite runs it on both. Rows hold envelopes (ciphertext) and
@@ -40,6 +41,15 @@ public protocol TokenStore: Sendable {
     /// A page of the tokens live at `now`, newest first, of the card with `fingerprint` (the
     /// gateway's fingerprint column) when given, whose metadata holds every pair of `metadata`.
     func list(_ q: ListQuery, fingerprint: String?, metadata: [(key: String, value: String)], now: Date) async throws(StoreError) -> ListPage<TokenRecord>
+
+    /// The reusable (not single-use) tokens live at `now` of the card with one of `fingerprints`
+    /// (or a fingerprint linked to one), newest first, at most `limit` (tokenize's `dedupe`).
+    func reusable(fingerprints: [String], now: Date, limit: Int) async throws(StoreError) -> [TokenRecord]
+
+    /// Replaces the envelope of a live token with `envelope` (the same card sealed again) if its
+    /// stored envelope is still the one with id `oldID`; false when it changed meanwhile or the
+    /// token is gone.
+    func replaceEnvelope(of token: String, oldID: String, with envelope: CardEnvelope, now: Date) async throws(StoreError) -> Bool
 }
 
 /// What a purge removed.

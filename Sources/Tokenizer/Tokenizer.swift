@@ -62,11 +62,20 @@ public struct Tokenizer: Sendable {
     ///   `STORE_UNAVAILABLE` from the store; for a card-shaped token `CARD_TOKEN_SPACE_TOO_SMALL`,
     ///   `TOKEN_SPACE_EXHAUSTED`.
     public func tokenize(_ card: CardData, metadata: Metadata = Metadata(), format: TokenFormat? = nil) async throws(VaultError) -> TokenRecord {
+        try await tokenize(card, metadata: metadata, format: format, dedupe: false).record
+    }
+
+    /// `tokenize(_:metadata:format:)`, of a reusable token when `singleUse` is false (nil: the
+    /// policy's). With `dedupe` (a reusable token), an existing reusable token of the same card
+    /// (same fingerprint, same expiry, same format) is answered instead of a new one (docs/dedupe.md).
+    public func tokenize(
+        _ card: CardData, metadata: Metadata = Metadata(), format: TokenFormat? = nil, singleUse: Bool? = nil, dedupe: Bool
+    ) async throws(VaultError) -> Tokenized {
         let t = now()
         let month = CalendarMonth(date: t)
         let envelope = try CardEnvelope.seal(card, to: keys.snapshot.primary, validator: validator, now: month)
         let shape = try cardShape(format, envelope.card, pan: card.number)
-        return try await store(envelope, at: t, sealedHere: true, metadata: metadata, shape: shape)
+        return try await store(envelope, at: t, sealedHere: true, metadata: metadata, shape: shape, singleUse: singleUse, dedupe: dedupe)
     }
 
     /// Stores an envelope sealed elsewhere (by a caller with the public key).
@@ -81,6 +90,13 @@ public struct Tokenizer: Sendable {
     ///   and `CARD_TOKEN_NEEDS_CARD` when they pass the Luhn check (the sidecar cannot check that
     ///   the token is not the envelope's own card number).
     public func tokenize(envelope: CardEnvelope, metadata: Metadata = Metadata(), format: TokenFormat? = nil) async throws(VaultError) -> TokenRecord {
+        try await tokenize(envelope: envelope, metadata: metadata, format: format, dedupe: false).record
+    }
+
+    /// `tokenize(envelope:metadata:format:)`, with `singleUse` and `dedupe` as for a raw card.
+    public func tokenize(
+        envelope: CardEnvelope, metadata: Metadata = Metadata(), format: TokenFormat? = nil, singleUse: Bool? = nil, dedupe: Bool
+    ) async throws(VaultError) -> Tokenized {
         switch keys.snapshot.statuses[envelope.kid] {
         case nil:
             throw VaultError(.keyMismatch, "the envelope is sealed to key \(envelope.kid), which this vault's key ring does not list", field: "envelope.kid")
@@ -118,7 +134,7 @@ public struct Tokenizer: Sendable {
             throw VaultError(ErrorCode(cardRules: code), "the card's expiry is not usable", field: "envelope.card.exp_year")
         }
         let shape = try cardShape(format, c, pan: nil)
-        return try await store(envelope, at: t, sealedHere: false, metadata: metadata, shape: shape)
+        return try await store(envelope, at: t, sealedHere: false, metadata: metadata, shape: shape, singleUse: singleUse, dedupe: dedupe)
     }
 
     /// Whether `text` can name a token: `tok_…`, or a card-shaped token that fails the Luhn check
@@ -228,14 +244,24 @@ public struct Tokenizer: Sendable {
     /// the caller's doing (a gateway that does not open the primary yet): the token is stored and
     /// its fingerprint filled in later; a caller's envelope that the gateway refuses is refused.
     /// `shape`: a card-shaped token (`cardShape`), nil for `tok_`.
-    private func store(_ envelope: CardEnvelope, at t: Date, sealedHere: Bool, metadata: Metadata, shape: CardShape?) async throws(VaultError) -> TokenRecord {
+    /// `singleUse`: nil for the policy's. `dedupe`: a reusable token, an existing one of the card
+    /// when there is one (`reuse`).
+    private func store(
+        _ envelope: CardEnvelope, at t: Date, sealedHere: Bool, metadata: Metadata, shape: CardShape?, singleUse: Bool?, dedupe: Bool
+    ) async throws(VaultError) -> Tokenized {
+        if dedupe, fingerprinter == nil {
+            throw VaultError(.requestFieldInvalid, "dedupe matches cards by the gateway's fingerprint, and this sidecar has no gateway", field: "dedupe")
+        }
         let cvc = envelope.fields[.cvc]
         let stored = envelope.droppingCVC()
         let (fingerprint, others) = try await fingerprint(of: stored, refusalIsFinal: !sealedHere)
+        if dedupe, let fingerprint, let found = try await reuse([fingerprint] + others, stored, cvc: cvc, cardShaped: shape != nil, at: t) {
+            return Tokenized(record: found, reused: true)
+        }
         var record = TokenRecord(
             token: try shape?.draw() ?? RandomID.make(prefix: "tok_"), envelope: stored, cvcField: cvc, createdAt: t,
             expiresAt: t.addingTimeInterval(policy.tokenTTL), cvcExpiresAt: cvc == nil ? nil : t.addingTimeInterval(policy.cvcTTL),
-            singleUse: policy.singleUse, fingerprint: fingerprint, metadata: metadata.droppingEmptyValues)
+            singleUse: dedupe ? false : singleUse ?? policy.singleUse, fingerprint: fingerprint, metadata: metadata.droppingEmptyValues)
         // The store gets the record without its CVC; the CVC is held in memory only. A card-shaped
         // token that is taken (`TOKEN_EXISTS`) is drawn again, `CardShapedToken.attempts` in all.
         var attempt = 1
@@ -264,7 +290,39 @@ public struct Tokenizer: Sendable {
         if let cvc, let expires = record.cvcExpiresAt {
             cvcs.hold(cvc, token: record.token, sealedKey: stored.sealedKey, expiresAt: expires)
         }
-        return record
+        return Tokenized(record: record, reused: false)
+    }
+
+    /// The newest live reusable token of the card with `fingerprints` (the gateway's answer: under
+    /// the primary fingerprint key, and the others during a rotation) whose expiry is the card's
+    /// and whose format is the one asked (`cardShaped`), or nil. With a
+    /// CVC, the token's envelope becomes `stored` (the same card and expiry, sealed now, whose
+    /// data key the CVC's field is sealed under) and the CVC is held for it; nil when its envelope
+    /// changed meanwhile (a new token is made then).
+    private func reuse(_ fingerprints: [String], _ stored: CardEnvelope, cvc: String?, cardShaped: Bool, at t: Date) async throws(VaultError) -> TokenRecord? {
+        let found: [TokenRecord]
+        do throws(StoreError) { found = try await store.reusable(fingerprints: fingerprints, now: t, limit: 20) } catch { throw VaultError(store: error) }
+        guard var token = found.first(where: {
+            $0.envelope.card.expMonth == stored.card.expMonth && $0.envelope.card.expYear == stored.card.expYear
+                && $0.token.hasPrefix("tok_") != cardShaped && !$0.singleUse
+        }) else { return nil }
+        guard let cvc else {
+            if let held = cvcs.field(for: token.token, sealedKey: token.envelope.sealedKey, now: t) {
+                token.cvcField = held.field
+                token.cvcExpiresAt = held.expiresAt
+            }
+            return token
+        }
+        let replaced: Bool
+        do throws(StoreError) {
+            replaced = try await store.replaceEnvelope(of: token.token, oldID: token.envelope.id, with: stored, now: t)
+        } catch { throw VaultError(store: error) }
+        guard replaced else { return nil }
+        token.envelope = stored
+        token.cvcField = cvc
+        token.cvcExpiresAt = t.addingTimeInterval(policy.cvcTTL)
+        cvcs.hold(cvc, token: token.token, sealedKey: stored.sealedKey, expiresAt: t.addingTimeInterval(policy.cvcTTL))
+        return token
     }
 
     /// What a card-shaped token is drawn from, checked before anything else is done; nil for `tok_`.
@@ -305,6 +363,13 @@ public struct Tokenizer: Sendable {
         }
     }
 
+}
+
+/// What a tokenize answered: the token, and whether it is one that existed already (`dedupe`).
+public struct Tokenized: Sendable, Equatable {
+    public var record: TokenRecord
+    /// An existing reusable token of the same card, answered instead of a new one.
+    public var reused: Bool
 }
 
 /// A card-shaped token's draw: the card's shape and, for a Luhn-valid one, its number (only to

@@ -17,6 +17,8 @@ struct Tokenize: ParsableCommand {
                 | vault tokenize
               echo '{"number":"4242424242424242","exp_month":12,"exp_year":30}' \\
                 | vault tokenize --token-format card
+              echo '{"number":"4242424242424242","exp_month":12,"exp_year":30}' \\
+                | vault tokenize --dedupe
               vault tokenize --key Keys/0123456789abcdef.pub \\
                 --socket /run/vault/vault.sock < card.json
             """
@@ -31,6 +33,9 @@ struct Tokenize: ParsableCommand {
     @Option(help: "Token form: tok (tok_ + 128 random bits) or card (card-shaped: the card's length, first 6 and last 4, random middle; docs/card-tokens.md). Default: the sidecar's token_format.")
     var tokenFormat: String?
 
+    @Flag(help: "Answer an existing reusable token of the same card (same fingerprint, expiry and token form) instead of a new one (docs/dedupe.md).")
+    var dedupe = false
+
     func run() throws {
         try reportingErrors { () throws(VaultError) in
             let client = SidecarClient(socketPath: socket)
@@ -41,10 +46,10 @@ struct Tokenize: ParsableCommand {
                 let envelope = try input.withUnsafeBytes { b in
                     Result { () throws(VaultError) in try sealer.seal(cardJSON: StandardIO.droppingTrailingNewline(b)) }
                 }.get()
-                answer = try client.tokenize(envelope: envelope, tokenFormat: tokenFormat)
+                answer = try client.tokenize(envelope: envelope, tokenFormat: tokenFormat, dedupe: dedupe)
             } else {
                 let card = input.withUnsafeBytes { SecureBytes(copying: StandardIO.droppingTrailingNewline($0)) }
-                answer = try client.tokenize(cardJSON: card, tokenFormat: tokenFormat)
+                answer = try client.tokenize(cardJSON: card, tokenFormat: tokenFormat, dedupe: dedupe)
             }
             try StandardIO.write(answer.body + "\n")
         }

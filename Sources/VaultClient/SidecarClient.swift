@@ -50,22 +50,24 @@ public struct SidecarClient: Sendable {
     }
 
     /// Tokenizes an envelope sealed by this caller. `tokenFormat`: `"tok"` or `"card"` (card-shaped,
-    /// docs/card-tokens.md); nil: the sidecar's default.
+    /// docs/card-tokens.md); nil: the sidecar's default. `dedupe`: an existing reusable token of
+    /// the same card is answered (200) when there is one (docs/dedupe.md).
     /// - Throws: the sidecar's error code, or `SIDECAR_UNREACHABLE`.
-    public func tokenize(envelope: CardEnvelope, tokenFormat: String? = nil) throws(VaultError) -> Answer {
-        try checked(request("POST", "/v1/tokens", body: Array(("{\"envelope\":" + envelope.json + Self.formatField(tokenFormat) + "}").utf8)))
+    public func tokenize(envelope: CardEnvelope, tokenFormat: String? = nil, dedupe: Bool = false) throws(VaultError) -> Answer {
+        try checked(request("POST", "/v1/tokens", body: Array(("{\"envelope\":" + envelope.json + Self.options(tokenFormat, dedupe) + "}").utf8)))
     }
 
-    /// `,"token_format":"…"` (letters only), or nothing.
-    private static func formatField(_ format: String?) -> String {
-        format.map { ",\"token_format\":\"" + String($0.unicodeScalars.filter { $0.properties.isAlphabetic && $0.isASCII }.map(Character.init)) + "\"" } ?? ""
+    /// `,"token_format":"…"` (letters only) and `,"dedupe":true`, each when asked.
+    private static func options(_ format: String?, _ dedupe: Bool) -> String {
+        let f = format.map { ",\"token_format\":\"" + String($0.unicodeScalars.filter { $0.properties.isAlphabetic && $0.isASCII }.map(Character.init)) + "\"" }
+        return (f ?? "") + (dedupe ? ",\"dedupe\":true" : "")
     }
 
     /// Sends a raw card JSON object (`{"number",…}`, kept in `SecureBytes`) to be sealed at the door,
-    /// for a token of `tokenFormat` (`"tok"`, `"card"`; nil: the sidecar's default).
+    /// for a token of `tokenFormat` (`"tok"`, `"card"`; nil: the sidecar's default); `dedupe` as for an envelope.
     /// - Throws: the sidecar's error code, or `SIDECAR_UNREACHABLE`.
-    public func tokenize(cardJSON: SecureBytes, tokenFormat: String? = nil) throws(VaultError) -> Answer {
-        let head = Array("{\"card\":".utf8), tail = Array((Self.formatField(tokenFormat) + "}").utf8)
+    public func tokenize(cardJSON: SecureBytes, tokenFormat: String? = nil, dedupe: Bool = false) throws(VaultError) -> Answer {
+        let head = Array("{\"card\":".utf8), tail = Array((Self.options(tokenFormat, dedupe) + "}").utf8)
         let body = SecureBytes(capacity: head.count + cardJSON.count + tail.count) { out in
             out.copyBytes(from: head)
             cardJSON.withUnsafeBytes { c in

@@ -104,7 +104,8 @@ struct CustomerController: Sendable {
         return JSONOut.response(status, CustomerService.json(c, instruments))
     }
 
-    /// `{"token":"tok_…" (or a card-shaped token),"default":true}`: the token becomes a reusable instrument (CVC dropped).
+    /// `{"token":"tok_…" (or a card-shaped token),"default":true}`: the token becomes a reusable
+    /// instrument (CVC dropped), or the customer's instrument of the same card.
     func attach(_ request: Request, customer: String) async throws -> Response {
         let service = try service()
         let luhnValid = service.tokenizer.policy.cardTokenLuhnValid
@@ -119,8 +120,9 @@ struct CustomerController: Sendable {
             }
             return (try JSONBody.required(token, "token"), makeDefault)
         }
-        let i = try await service.attach(customer: customer, token: token, makeDefault: makeDefault)
-        return JSONOut.response(.created, CustomerService.instrumentJSON(i))
+        // 201 with a new instrument; 200 with the one the customer held for this card (docs/dedupe.md).
+        let (i, reused) = try await service.attach(customer: customer, token: token, makeDefault: makeDefault)
+        return JSONOut.response(reused ? .ok : .created, CustomerService.instrumentJSON(i))
     }
 
     /// `{"instrument":"ins_…"}` → 200 with the customer.

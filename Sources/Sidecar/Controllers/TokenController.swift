@@ -24,30 +24,41 @@ struct TokenController: Sendable {
 
     func addRoutes<Context: RequestContext>(to group: RouterGroup<Context>) { group.add(Self.endpoints, controller: self) }
 
-    /// `{"card":{…}}` or `{"envelope":{…}}` (and `metadata`, `token_format`) → 201 with the token.
+    /// `{"card":{…}}` or `{"envelope":{…}}` (and `metadata`, `token_format`, `single_use`,
+    /// `dedupe`) → 201 with the token; 200 with an existing one for `dedupe` (docs/dedupe.md).
     func create(_ request: Request) async throws -> Response {
-        let (input, metadata, format) = try await JSONBody.parse(request) { (r: inout JSONReader) throws(VaultError) -> (CardInput, Metadata, TokenFormat?) in
-            var found: CardInput?, metadata = Metadata(), format: TokenFormat?
+        let (input, metadata, format, singleUse, dedupe) = try await JSONBody.parse(request) {
+            (r: inout JSONReader) throws(VaultError) -> (CardInput, Metadata, TokenFormat?, Bool?, Bool) in
+            var found: CardInput?, metadata = Metadata(), format: TokenFormat?, singleUse: Bool?, dedupe = false
             try r.readObject { (r, key) throws(VaultError) in
-                if key == "metadata" {
-                    metadata = try RequestFields.metadata(&r)
-                    return
-                }
-                if key == "token_format" {
-                    format = try Self.tokenFormat(&r)
-                    return
-                }
-                guard try CardInput.read(key, from: &r, into: &found, envelopeFieldPrefix: true) else {
-                    throw VaultError(.requestFieldUnknown, "a token request has card or envelope, metadata and token_format")
+                switch key {
+                case "metadata": metadata = try RequestFields.metadata(&r)
+                case "token_format": format = try Self.tokenFormat(&r)
+                case "single_use": singleUse = try r.readBool()
+                case "dedupe": dedupe = try r.readBool()
+                default:
+                    guard try CardInput.read(key, from: &r, into: &found, envelopeFieldPrefix: true) else {
+                        throw VaultError(.requestFieldUnknown, "a token request has card or envelope, metadata, token_format, single_use and dedupe")
+                    }
                 }
             }
-            return (try CardInput.required(found), metadata, format)
+            // dedupe answers reusable tokens only (docs/dedupe.md).
+            if dedupe, singleUse == true {
+                throw VaultError(.requestFieldInvalid, "dedupe answers a reusable token: leave out single_use or give false", field: "dedupe")
+            }
+            return (try CardInput.required(found), metadata, format, singleUse, dedupe)
         }
-        let record = try await input.tokenize(with: tokenizer, metadata: metadata, format: format)
+        let made = try await input.tokenize(with: tokenizer, metadata: metadata, format: format, singleUse: singleUse, dedupe: dedupe)
+        let record = made.record
         if let note = AuditNote.current {
             note.token = record.token
             note.kid = record.envelope.kid.rawValue
             note.envelope = record.envelope.id
+        }
+        // An existing token answered for `dedupe` is 200, a new one 201 (docs/dedupe.md).
+        if made.reused {
+            if case .card = input { metrics.tokenReused(source: "card") } else { metrics.tokenReused(source: "envelope") }
+            return JSONOut.response(.ok, Self.json(record))
         }
         switch input {
         case .card: metrics.tokenCreated(source: "card")
@@ -128,9 +139,16 @@ enum CardInput {
 
     /// The token for this card, of `format` (nil: the sidecar's `token_format`).
     func tokenize(with tokenizer: Tokenizer, metadata: Metadata = Metadata(), format: TokenFormat? = nil) async throws(VaultError) -> TokenRecord {
+        try await tokenize(with: tokenizer, metadata: metadata, format: format, singleUse: nil, dedupe: false).record
+    }
+
+    /// The token for this card, reusable when `singleUse` is false (nil: the sidecar's policy);
+    /// with `dedupe`, an existing reusable token of the card when there is one.
+    func tokenize(with tokenizer: Tokenizer, metadata: Metadata, format: TokenFormat?, singleUse: Bool?, dedupe: Bool) async throws(VaultError) -> Tokenized {
         switch self {
-        case .card(let card): try await tokenizer.tokenize(card, metadata: metadata, format: format)
-        case .envelope(let envelope): try await tokenizer.tokenize(envelope: envelope, metadata: metadata, format: format)
+        case .card(let card): try await tokenizer.tokenize(card, metadata: metadata, format: format, singleUse: singleUse, dedupe: dedupe)
+        case .envelope(let envelope):
+            try await tokenizer.tokenize(envelope: envelope, metadata: metadata, format: format, singleUse: singleUse, dedupe: dedupe)
         }
     }
 }
