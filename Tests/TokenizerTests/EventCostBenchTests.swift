@@ -54,4 +54,35 @@ import VaultCrypto
         let w = with.sorted()[1], wo = without.sorted()[1]
         print(String(format: "event-bench %@: %.0f tokens/s with token.created events, %.0f/s without, ratio %.2f (medians of 3)", backend.rawValue, w, wo, w / wo))
     }
+
+    /// WAL frames (pages written) per token on SQLite, with the gateway's fingerprint on every row
+    /// as a sidecar with a gateway stores it: 2,000 tokens one commit each, then 2,000 in commits
+    /// of 8 (group commit). A count, not a time: what each commit writes before its fsync.
+    @Test(.enabled(if: enabled))
+    func walFramesPerToken() async throws {
+        for lanes in [1, 8] {
+            let h = try await Backend.sqlite.make()
+            defer { Task { await h.cleanup() } }
+            _ = try await h.db.write("PRAGMA wal_autocheckpoint = 0")
+            let envelope = try sampleEnvelope()
+            let records = (0..<2_000).map { _ in
+                var r = record(envelope, at: Date())
+                r.fingerprint = "fp1_0123456789abcdef_" + RandomID.make(prefix: "").utf8.map { String(format: "%02x", $0) }.joined().prefix(64)
+                return r
+            }
+            let wal = h.files[1]
+            let before = (try? FileManager.default.attributesOfItem(atPath: wal)[.size] as? Int) ?? 0
+            let store = h.store
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for lane in 0..<lanes {
+                    group.addTask { for i in stride(from: lane, to: records.count, by: lanes) { try await store.insert(records[i]) } }
+                }
+                try await group.waitForAll()
+            }
+            let after = (try? FileManager.default.attributesOfItem(atPath: wal)[.size] as? Int) ?? 0
+            let frames = Double(after - before) / Double(4096 + 24)
+            print(String(format: "wal-frames lanes=%d: %.2f frames per token (%.0f frames for %d tokens)", lanes, frames / Double(records.count), frames, records.count))
+            #expect(try await h.store.count() == records.count)
+        }
+    }
 }
