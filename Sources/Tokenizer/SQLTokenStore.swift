@@ -145,6 +145,27 @@ final class GroupCommit: @unchecked Sendable {
         }
     }
 
+    /// Inserts `rows` in one transaction; each row's outcome (`TOKEN_EXISTS` for a token taken).
+    /// SQLite runs the one prepared statement per row (no round trip to save). PostgreSQL gets one
+    /// multi-row `INSERT` (one round trip per batch instead of one per row): the tokens it answers
+    /// are the rows it inserted, and of two rows of the batch with one token (card-shaped draws
+    /// can meet) the first is the inserted one.
+    private func insert(_ rows: [[SQLValue]]) async throws(StoreError) -> [StoreError?] {
+        let taken = StoreError(.tokenExists, "a token with that id exists")
+        guard db.dialect.backend == .postgres, rows.count > 1 else {
+            return try await db.batch(Self.insertSQL, rows).map { $0.isEmpty ? taken : nil }
+        }
+        let row = "(" + Array(repeating: "?", count: rows[0].count).joined(separator: ", ") + ")"
+        let sql = "INSERT INTO vault_tokens (\(StoredToken.insertColumns)) VALUES "
+            + Array(repeating: row, count: rows.count).joined(separator: ", ") + " ON CONFLICT (token) DO NOTHING RETURNING token"
+        var inserted = Set<String>()
+        for r in try await db.write(sql, rows.flatMap { $0 }) { inserted.insert(try r.string(0)) }
+        return rows.map { values in
+            guard case .text(let token)? = values.first, inserted.remove(token) != nil else { return taken }
+            return nil
+        }
+    }
+
     /// Commits the batch at the head of the queue (the caller's row first), answers its other
     /// rows, passes the lead on, and returns the caller's own outcome.
     private func commitBatch() async -> StoreError? {
@@ -155,9 +176,7 @@ final class GroupCommit: @unchecked Sendable {
         }
         let outcomes: [StoreError?]
         do throws(StoreError) {
-            outcomes = try await db.batch(Self.insertSQL, batch.map(\.values)).map { inserted in
-                inserted.isEmpty ? StoreError(.tokenExists, "a token with that id exists") : nil
-            }
+            outcomes = try await insert(batch.map(\.values))
         } catch {
             let failure = error.code == .duplicate ? StoreError(.tokenExists, "a token with that id exists") : error
             outcomes = Array(repeating: failure, count: batch.count)

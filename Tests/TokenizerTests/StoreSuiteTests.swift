@@ -234,14 +234,14 @@ func record(_ envelope: CardEnvelope, token: String = RandomID.make(prefix: "tok
         let records = (0..<300).map { _ in record(envelope) }
         var clash = record(try sampleEnvelope("5555555555554444"))
         clash.token = records[150].token
-        let outcomes = await withTaskGroup(of: (String, StoreError.Code?).self) { group in
+        let outcomes = await withTaskGroup(of: (String, StoreError.Code?, String).self) { group in
             for r in records + [clash] {
                 group.addTask {
                     do throws(StoreError) {
                         try await store.insert(r)
-                        return (r.token, nil)
+                        return (r.token, nil, r.envelope.id)
                     } catch {
-                        return (r.token, error.code)
+                        return (r.token, error.code, r.envelope.id)
                     }
                 }
             }
@@ -250,6 +250,9 @@ func record(_ envelope: CardEnvelope, token: String = RandomID.make(prefix: "tok
         #expect(outcomes.filter { $0.1 == nil }.count == 300)
         #expect(outcomes.filter { $0.1 == .tokenExists }.map(\.0) == [records[150].token])
         #expect(try await store.count() == 300)
+        // The one acknowledged of the two is the one stored (PostgreSQL: a batch is one multi-row INSERT).
+        let acknowledged = outcomes.first { $0.0 == records[150].token && $0.1 == nil }?.2
+        #expect(try await store.get(records[150].token, now: Date())?.envelope.id == acknowledged)
         let reopened = try await h.reopen()
         for r in records { #expect(try await reopened.get(r.token, now: Date()) != nil) }
     }
