@@ -2,8 +2,10 @@
 // package's own load generator (Sources/loadgen: C, epoll, one thread, HTTP/1.1 over the Unix
 // socket). Keep-alive connections by default, as HTTP client libraries keep them; one connection
 // per request as a second row. Tokenize is also reported against its modeled limit,
-// 1 / (1/no-op + 1/(cores × C crypto_box_seal rate)): what it would do if a seal were its only
-// cost beyond the server's own per-request cost.
+// 1 / (1/no-op + 1/(cores × C crypto_box_seal rate) + 1/(cores × C crypto_box_seal_open rate)):
+// what it would do if the seal (sidecar) and, with a gateway, the open that fingerprints the card
+// (DESIGN §4: the speed targets count that open) were its only costs beyond the server's own
+// per-request cost. Without a gateway, the open term is left out.
 import CBaseline
 import Foundation
 import VaultClient
@@ -44,9 +46,19 @@ func runLoad(_ path: String, socket: String, connections: Int, seconds: Double, 
             iterations: iterations)["c"]!
 }
 
-/// The tokenize rate a seal alone would allow beside the server's per-request cost.
-func modeledLimit(noop: Double, cores: Int, sealRate: Double) -> Double {
-    1 / (1 / noop + 1 / (Double(cores) * sealRate))
+/// One C core's `crypto_box_seal_open` rate (the gateway's open of a data key), median of interleaved rounds.
+@MainActor func cOpenRatePerCore(_ pk: PublicKey, _ secret: SecureBytes) -> Double {
+    compare([("c", { n in
+        pk.bytes.withUnsafeBufferPointer { p in
+            secret.withUnsafeBytes { s in baseline_seal_open(p.baseAddress!, s.baseAddress!.assumingMemoryBound(to: UInt8.self), 32, Int32(n)) }
+        }
+    })], iterations: iterations)["c"]!
+}
+
+/// The tokenize rate the seal (and, with a gateway, the open: `openRate`) alone would allow
+/// beside the server's per-request cost, on `cores` cores.
+func modeledLimit(noop: Double, cores: Int, sealRate: Double, openRate: Double?) -> Double {
+    1 / (1 / noop + 1 / (Double(cores) * sealRate) + (openRate.map { 1 / (Double(cores) * $0) } ?? 0))
 }
 
 /// A figure of /proc/PID/status (VmHWM, RssAnon, RssFile…), in KiB.
@@ -123,7 +135,7 @@ let loadSeconds = quick ? 1.5 : 4.0
 // concurrency 1, 8, 64, keep-alive and one connection per request; the modeled limit; the
 // sidecar's peak RSS. With `withGateway`, every tokenize includes the gateway's fingerprint (one
 // open per card, requests batched: a tokenize's cost in production, docs/threat-model.md).
-@MainActor func sidecarLoad(vault: String, loadgen: String, store: String, label: String, sealRate: Double, withGateway: Bool = true) throws {
+@MainActor func sidecarLoad(vault: String, loadgen: String, store: String, label: String, sealRate: Double, openRate: Double, withGateway: Bool = true) throws {
     let servers = try Servers(vault: vault, store: store, name: "sidecar", withGateway: withGateway)
     defer { servers.stop() }
     let cores = ProcessInfo.processInfo.processorCount
@@ -132,7 +144,7 @@ let loadSeconds = quick ? 1.5 : 4.0
             let noop = try runLoad(loadgen, socket: servers.socket, connections: c, seconds: loadSeconds, close: close, scratch: servers.dir)
             let tok = try runLoad(loadgen, socket: servers.socket, connections: c, seconds: loadSeconds, method: "POST", urlPath: "/v1/tokens",
                                   body: tokenizeBody, expect: 201, close: close, scratch: servers.dir)
-            let limit = modeledLimit(noop: noop.rate, cores: cores, sealRate: sealRate)
+            let limit = modeledLimit(noop: noop.rate, cores: cores, sealRate: sealRate, openRate: withGateway ? openRate : nil)
             let key = close ? "tokenize_close_\(label)_\(c)" : "tokenize_\(label)_\(c)"
             figures[key] = tok.rate
             figures[key + "_p99"] = tok.p99
@@ -185,28 +197,30 @@ let loadSeconds = quick ? 1.5 : 4.0
     }
 }
 
-@MainActor func serverSections(vault: String, loadgen: String, publicKey: PublicKey) throws {
+@MainActor func serverSections(vault: String, loadgen: String, publicKey: PublicKey, secret: SecureBytes) throws {
     let pg = ProcessInfo.processInfo.environment["VAULT_BENCH_POSTGRES"]
     let sqlite = !args.contains("--no-sqlite")
     let sealRate = cSealRatePerCore(publicKey)
+    let openRate = cOpenRatePerCore(publicKey, secret)
     let cores = ProcessInfo.processInfo.processorCount
     figures["c_seal_per_core"] = sealRate
+    figures["c_open_per_core"] = openRate
     line("")
     line("## Tokenize and pay against the no-op route")
     line("")
-    line("Sidecar over its Unix socket; load from the benchmark package's load generator (Benchmarks/Sources/loadgen: C, epoll, one thread, HTTP/1.1), on the same \(cores) cores as the servers. Keep-alive connections (as HTTP client libraries keep them) and, as a second row, one connection per request. A token is acknowledged after its commit is durable: SQLite WAL with synchronous=FULL and group commit, PostgreSQL with synchronous_commit=on over a Unix socket. Modeled limit = 1 / (1/no-op + 1/(\(cores) cores × C crypto_box_seal rate)); C crypto_box_seal in this run: \(fmt(sealRate))/s per core.")
+    line("Sidecar over its Unix socket; load from the benchmark package's load generator (Benchmarks/Sources/loadgen: C, epoll, one thread, HTTP/1.1), on the same \(cores) cores as the servers. Keep-alive connections (as HTTP client libraries keep them) and, as a second row, one connection per request. A token is acknowledged after its commit is durable: SQLite WAL with synchronous=FULL and group commit, PostgreSQL with synchronous_commit=on over a Unix socket. Modeled limit = 1 / (1/no-op + 1/(\(cores) cores × C crypto_box_seal rate) + 1/(\(cores) cores × C crypto_box_seal_open rate)): the seal at the sidecar's door and the gateway's open that fingerprints the card (DESIGN §4); without a gateway the open term is left out. C crypto_box_seal in this run: \(fmt(sealRate))/s per core, crypto_box_seal_open \(fmt(openRate))/s per core.")
     line("")
     line("| operation | rate | no-op route rate | ÷ no-op | modeled limit | ÷ limit |")
     line("|---|---:|---:|---:|---:|---:|")
     if sqlite {
-        try sidecarLoad(vault: vault, loadgen: loadgen, store: "sqlite:DIR/tokens.sqlite", label: "SQLite", sealRate: sealRate)
+        try sidecarLoad(vault: vault, loadgen: loadgen, store: "sqlite:DIR/tokens.sqlite", label: "SQLite", sealRate: sealRate, openRate: openRate)
         // Without a gateway, tokens are stored awaiting their fingerprint: what that hop costs.
         if !quick {
-            try sidecarLoad(vault: vault, loadgen: loadgen, store: "sqlite:DIR/tokens.sqlite", label: "SQLite, no gateway", sealRate: sealRate, withGateway: false)
+            try sidecarLoad(vault: vault, loadgen: loadgen, store: "sqlite:DIR/tokens.sqlite", label: "SQLite, no gateway", sealRate: sealRate, openRate: openRate, withGateway: false)
         }
     }
     if let pg {
-        try sidecarLoad(vault: vault, loadgen: loadgen, store: pg, label: "PostgreSQL", sealRate: sealRate)
+        try sidecarLoad(vault: vault, loadgen: loadgen, store: pg, label: "PostgreSQL", sealRate: sealRate, openRate: openRate)
     }
     guard !args.contains("--no-pay") else { return }
     line("")

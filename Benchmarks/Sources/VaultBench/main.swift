@@ -250,7 +250,7 @@ if !sidecarOnly, let vault = option("--vault"), let cLines = option("--c-lines")
 
 // 6 and 7: the sidecar's routes under load (ServerLoad.swift).
 if let vault = option("--vault"), let loadgen = option("--loadgen"), !args.contains("--no-sidecar"), !linesOnly {
-    try serverSections(vault: vault, loadgen: loadgen, publicKey: pk)
+    try serverSections(vault: vault, loadgen: loadgen, publicKey: pk, secret: secretBytes)
 }
 
 if let out = option("--json") {
