@@ -142,9 +142,10 @@ public protocol PaymentStore: Sendable {
 
     /// Sets the outcome of a payment that is `processing`, `requires_action` or `unknown` (a late
     /// answer settles it; its reason is cleared). False when it is already final (a late
-    /// duplicate outcome changes nothing).
+    /// duplicate outcome changes nothing). `consuming`: a single-use token its success consumes,
+    /// deleted in the same transaction (one durable commit, not two).
     func finish(
-        _ id: String, status: PaymentRecord.Status, code: String?, reference: String?, nextAction: String?, now: Date
+        _ id: String, status: PaymentRecord.Status, code: String?, reference: String?, nextAction: String?, now: Date, consuming token: String?
     ) async throws(StoreError) -> Bool
 
     /// Deletes an intent known never to have reached a processor (the gateway could not be
@@ -200,6 +201,13 @@ public struct PaymentStateCounts: Sendable, Equatable {
 }
 
 extension PaymentStore {
+    /// `finish` consuming no token.
+    public func finish(
+        _ id: String, status: PaymentRecord.Status, code: String?, reference: String?, nextAction: String?, now: Date
+    ) async throws(StoreError) -> Bool {
+        try await finish(id, status: status, code: code, reference: reference, nextAction: nextAction, now: now, consuming: nil)
+    }
+
     /// A page without a metadata search.
     public func list(_ q: ListQuery, status: PaymentRecord.Status?, customer: String?) async throws(StoreError) -> ListPage<PaymentRecord> {
         try await list(q, status: status, customer: customer, metadata: [])

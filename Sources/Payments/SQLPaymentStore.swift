@@ -51,12 +51,20 @@ public final class SQLPaymentStore: PaymentStore, SessionStore {
     }
 
     public func finish(
-        _ id: String, status: PaymentRecord.Status, code: String?, reference: String?, nextAction: String?, now: Date
+        _ id: String, status: PaymentRecord.Status, code: String?, reference: String?, nextAction: String?, now: Date, consuming token: String?
     ) async throws(StoreError) -> Bool {
-        try await !db.write("""
+        let update = """
             UPDATE vault_payments SET status = ?, code = ?, reference = ?, next_action = ?, reason = NULL, updated_at = ?
             WHERE id = ? AND status IN ('processing', 'requires_action', 'unknown') RETURNING id
-            """, [status.rawValue, code, reference, nextAction, now, id]).isEmpty
+            """
+        let values: [any SQLBindable] = [status.rawValue, code, reference, nextAction, now, id]
+        guard let token else { return try await !db.write(update, values).isEmpty }
+        return try await db.transaction { (tx) throws(StoreError) -> Bool in
+            let changed = try await !tx.query(update, values).isEmpty
+            // Consumed whether this answer or an earlier one settled the payment: it succeeded.
+            try await tx.query("DELETE FROM vault_tokens WHERE token = ?", [token])
+            return changed
+        }
     }
 
     public func markUnknown(_ id: String, reason: String, now: Date) async throws(StoreError) -> Bool {

@@ -231,11 +231,12 @@ public struct PaymentService: Sendable {
             unknown.updatedAt = t
             return unknown
         }
+        // A success consumes a single-use token, in the transaction that records it.
+        let consumed = (status == .succeeded || status == .requiresCapture) && intent.singleUse ? intent.token : nil
         _ = try await store { () throws(StoreError) in
-            try await payments.finish(intent.id, status: status, code: outcome.declineCode, reference: outcome.reference, nextAction: outcome.nextAction, now: t)
-        }
-        if status == .succeeded || status == .requiresCapture, intent.singleUse {
-            _ = try? await tokenizer.store.delete(intent.token)
+            try await payments.finish(
+                intent.id, status: status, code: outcome.declineCode, reference: outcome.reference, nextAction: outcome.nextAction, now: t,
+                consuming: consumed)
         }
         logger.info("payment", metadata: ["payment": "\(intent.id)", "status": "\(status.rawValue)", "code": "\(outcome.declineCode ?? "-")"])
         var done = intent

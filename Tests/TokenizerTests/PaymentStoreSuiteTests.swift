@@ -42,6 +42,33 @@ import VaultCrypto
         #expect(try await store.find(scope: first.scope, idempotencyKey: "idem_nothing") == nil)
     }
 
+    /// A success that consumes a single-use token deletes it in the transaction that records the
+    /// outcome (issue 16: one durable commit, not two); a late outcome still consumes it.
+    @Test(arguments: Backend.available)
+    func aSuccessConsumesItsSingleUseTokenInOneTransaction(_ backend: Backend) async throws {
+        let h = try await backend.make()
+        defer { Task { await h.cleanup() } }
+        let store = try await h.payments()
+        let token = record(try sampleEnvelope())
+        try await h.store.insert(token)
+        let p = Self.intent(token: token.token)
+        #expect(try await store.begin(p) == .created)
+        #expect(try await store.finish(p.id, status: .succeeded, code: nil, reference: "sbx_1", nextAction: nil, now: Date(), consuming: token.token))
+        #expect(try await h.store.get(token.token, now: Date()) == nil)
+        #expect(try await EventOutboxTests.events(h.db).map(\.type).contains("token.deleted"))
+
+        // Already final: the outcome is not changed, the token is consumed all the same.
+        let other = record(try sampleEnvelope())
+        try await h.store.insert(other)
+        let q = Self.intent(token: other.token)
+        #expect(try await store.begin(q) == .created)
+        #expect(try await store.finish(q.id, status: .succeeded, code: nil, reference: "sbx_2", nextAction: nil, now: Date()))
+        #expect(try await h.store.get(other.token, now: Date()) != nil)
+        #expect(try await store.finish(q.id, status: .succeeded, code: nil, reference: "sbx_3", nextAction: nil, now: Date(), consuming: other.token) == false)
+        #expect(try await h.store.get(other.token, now: Date()) == nil)
+        #expect(try await store.get(q.id)?.reference == "sbx_2")
+    }
+
     /// Keys are unique per scope only (issue: one global key space let a peer see, block or
     /// claim another's key): the same key in two scopes makes two payments, and a lookup never
     /// crosses scopes.
