@@ -119,7 +119,7 @@ public protocol CustomerStore: Sendable {
     /// Stores an instrument; it becomes the default when the customer has none (or when asked).
     /// With `dedupe` and a fingerprint in its envelope, a card the customer holds already (an
     /// instrument with that fingerprint, or one linked to it) is not stored twice: the existing
-    /// instrument is answered, its envelope replaced by this one's when the expiry differs
+    /// instrument is answered, its envelope replaced by this one's when this one expires later
     /// (docs/dedupe.md). In one transaction (two attaches of one card store one instrument).
     func attach(_ instrument: InstrumentRecord, makeDefault: Bool, dedupe: Bool) async throws(StoreError) -> AttachOutcome
     /// False when the instrument is not the customer's.
@@ -139,10 +139,10 @@ public protocol CustomerStore: Sendable {
 public enum AttachOutcome: Sendable, Equatable {
     /// A new instrument was stored.
     case attached
-    /// The customer held this card with this expiry: that instrument, unchanged (but made the
-    /// default when asked).
+    /// The customer held this card with this expiry (or a later one): that instrument, unchanged
+    /// (but made the default when asked).
     case existing(InstrumentRecord)
-    /// The customer held this card with another expiry: that instrument, with the new envelope.
+    /// The customer held this card with an earlier expiry: that instrument, with the new envelope.
     case updated(InstrumentRecord)
     /// No such customer: nothing was stored.
     case customerNotFound

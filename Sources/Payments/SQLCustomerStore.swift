@@ -161,12 +161,17 @@ public final class SQLCustomerStore: CustomerStore, MandateStore {
             let card = i.envelope.card
             if let same = held.first(where: { $0.envelope.card.expMonth == card.expMonth && $0.envelope.card.expYear == card.expYear }) {
                 outcome = .existing(same)
-            } else if var other = held.first {
-                // A reissued card (same number, new expiry): the instrument keeps its id and takes
-                // the new envelope (and the fingerprint it carries).
-                try await tx.query("UPDATE vault_instruments SET envelope = ?, fingerprint = ? WHERE id = ?", [json, card.fingerprint, other.id])
-                other.envelope = i.envelope
-                outcome = .updated(other)
+            } else if var other = held.max(by: { ($0.envelope.card.expYear, $0.envelope.card.expMonth) < ($1.envelope.card.expYear, $1.envelope.card.expMonth) }) {
+                // The card held with another expiry. A reissue (a later expiry): the instrument
+                // keeps its id and takes the new envelope (and the fingerprint it carries). An
+                // older card typed again changes nothing.
+                if (card.expYear, card.expMonth) > (other.envelope.card.expYear, other.envelope.card.expMonth) {
+                    try await tx.query("UPDATE vault_instruments SET envelope = ?, fingerprint = ? WHERE id = ?", [json, card.fingerprint, other.id])
+                    other.envelope = i.envelope
+                    outcome = .updated(other)
+                } else {
+                    outcome = .existing(other)
+                }
             } else {
                 try await tx.query(
                     "INSERT INTO vault_instruments (id, customer, envelope, created_at, fingerprint) VALUES (?, ?, ?, ?, ?)",

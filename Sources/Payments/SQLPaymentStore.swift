@@ -61,8 +61,11 @@ public final class SQLPaymentStore: PaymentStore, SessionStore {
         guard let token else { return try await !db.write(update, values).isEmpty }
         return try await db.transaction { (tx) throws(StoreError) -> Bool in
             let changed = try await !tx.query(update, values).isEmpty
-            // Consumed whether this answer or an earlier one settled the payment: it succeeded.
-            try await tx.query("DELETE FROM vault_tokens WHERE token = ?", [token])
+            // Consumed when the payment stands succeeded (or authorized), whether this answer or
+            // an earlier one settled it; not when it was settled otherwise.
+            try await tx.query(
+                "DELETE FROM vault_tokens WHERE token = ? AND EXISTS (SELECT 1 FROM vault_payments WHERE id = ? AND status IN ('succeeded', 'requires_capture'))",
+                [token, id])
             return changed
         }
     }

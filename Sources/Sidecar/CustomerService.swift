@@ -78,18 +78,22 @@ public struct CustomerService: Sendable {
         return (c, try await store { () throws(StoreError) in try await customers.instruments(of: id) })
     }
 
-    /// Attaches a token: it becomes an instrument (no CVC) and the token is consumed. A card the
+    /// Attaches a token: it becomes an instrument (no CVC); a single-use token is consumed. A card the
     /// customer holds already (same fingerprint) is not stored twice: the existing instrument is
     /// answered (`reused`), with the token's envelope when its expiry differs (docs/dedupe.md).
     public func attach(customer id: String, token: String, makeDefault: Bool) async throws(VaultError) -> (InstrumentRecord, reused: Bool) {
         _ = try await customer(id)
         let record: TokenRecord
         record = try await tokenizer.record(token)
-        // Claim the token first: of two attaches racing on one token, one wins.
-        let claimed: Bool
-        do throws(StoreError) { claimed = try await tokenizer.store.delete(token) } catch { throw VaultError(store: error) }
-        guard claimed else { throw VaultError(.tokenNotFound, "no live token with that id") }
-        tokenizer.dropCVC(token)   // an instrument never carries a CVC (PCI DSS 3.3.1)
+        // A single-use token is consumed: claimed first, so that of two attaches racing on it one
+        // wins. A reusable token stays for its other holders (`dedupe` may have answered it to
+        // several callers); its held CVC is not the instrument's either way.
+        if record.singleUse {
+            let claimed: Bool
+            do throws(StoreError) { claimed = try await tokenizer.store.delete(token) } catch { throw VaultError(store: error) }
+            guard claimed else { throw VaultError(.tokenNotFound, "no live token with that id") }
+            tokenizer.dropCVC(token)   // an instrument never carries a CVC (PCI DSS 3.3.1)
+        }
         // The instrument keeps the fingerprint the gateway gave the token (and only that one: a
         // fingerprint a caller wrote into its envelope is dropped): its envelope carries it, and
         // the gateway checks it against the card whenever it opens the envelope.

@@ -78,22 +78,29 @@ public final class SQLTokenStore: TokenStore {
         }
     }
 
-    public func reusable(fingerprints: [String], now: Date, limit: Int) async throws(StoreError) -> [TokenRecord] {
+    public func reusable(
+        fingerprints: [String], expiry: (month: Int, year: Int), cardShaped: Bool, liveAfter: Date, limit: Int
+    ) async throws(StoreError) -> [TokenRecord] {
         var names: [String] = []
         for fp in fingerprints { for c in try await FingerprintLinks.candidates(of: fp, in: db) where !names.contains(c) { names.append(c) } }
         let (match, candidates) = FingerprintLinks.filter("fingerprint", names)
+        let exp = { (key: String) in
+            self.db.dialect.backend == .sqlite ? "CAST(json_extract(envelope, '$.card.\(key)') AS INTEGER)" : "CAST((envelope::jsonb) #>> '{card,\(key)}' AS INTEGER)"
+        }
         let rows = try await db.query("""
             SELECT \(StoredToken.selectColumns) FROM vault_tokens
-            WHERE \(match) AND single_use = ? AND expires_at > ? ORDER BY created_at DESC, token DESC LIMIT ?
-            """, candidates + [false, now, limit])
+            WHERE \(match) AND single_use = ? AND expires_at > ? AND token \(cardShaped ? "NOT LIKE" : "LIKE") 'tok\\_%' ESCAPE '\\'
+            AND \(exp("exp_month")) = ? AND \(exp("exp_year")) = ?
+            ORDER BY created_at DESC, token DESC LIMIT ?
+            """, candidates + [false, liveAfter, expiry.month, expiry.year, limit])
         return try rows.map { (row) throws(StoreError) in try StoredToken(row: row).record() }
     }
 
-    public func replaceEnvelope(of token: String, oldID: String, with envelope: CardEnvelope, now: Date) async throws(StoreError) -> Bool {
+    public func replaceEnvelope(of token: String, oldKey: String, with envelope: CardEnvelope, now: Date) async throws(StoreError) -> Bool {
         let json = (envelope.fields[.cvc] == nil ? envelope : envelope.droppingCVC()).json
         return try await !db.write(
-            "UPDATE vault_tokens SET envelope = ? WHERE token = ? AND expires_at > ? AND \(db.dialect.jsonText("envelope", "id")) = ? RETURNING token",
-            [json, token, now, oldID]
+            "UPDATE vault_tokens SET envelope = ? WHERE token = ? AND expires_at > ? AND \(db.dialect.jsonText("envelope", "key")) = ? RETURNING token",
+            [json, token, now, oldKey]
         ).isEmpty
     }
 

@@ -42,14 +42,18 @@ public protocol TokenStore: Sendable {
     /// gateway's fingerprint column) when given, whose metadata holds every pair of `metadata`.
     func list(_ q: ListQuery, fingerprint: String?, metadata: [(key: String, value: String)], now: Date) async throws(StoreError) -> ListPage<TokenRecord>
 
-    /// The reusable (not single-use) tokens live at `now` of the card with one of `fingerprints`
-    /// (or a fingerprint linked to one), newest first, at most `limit` (tokenize's `dedupe`).
-    func reusable(fingerprints: [String], now: Date, limit: Int) async throws(StoreError) -> [TokenRecord]
+    /// The reusable (not single-use) tokens of the card with one of `fingerprints` (or a
+    /// fingerprint linked to one) whose card expires in `expiry` (month, year), `tok_…` or
+    /// card-shaped (`cardShaped`), that live past `liveAfter`; newest first, at most `limit`
+    /// (tokenize's `dedupe`).
+    func reusable(
+        fingerprints: [String], expiry: (month: Int, year: Int), cardShaped: Bool, liveAfter: Date, limit: Int
+    ) async throws(StoreError) -> [TokenRecord]
 
     /// Replaces the envelope of a live token with `envelope` (the same card sealed again) if its
-    /// stored envelope is still the one with id `oldID`; false when it changed meanwhile or the
-    /// token is gone.
-    func replaceEnvelope(of token: String, oldID: String, with envelope: CardEnvelope, now: Date) async throws(StoreError) -> Bool
+    /// stored envelope still has the sealed data key `oldKey` (a rewrap in between seals a new
+    /// one); false when it changed meanwhile or the token is gone.
+    func replaceEnvelope(of token: String, oldKey: String, with envelope: CardEnvelope, now: Date) async throws(StoreError) -> Bool
 }
 
 /// What a purge removed.

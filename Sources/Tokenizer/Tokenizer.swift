@@ -293,29 +293,26 @@ public struct Tokenizer: Sendable {
         return Tokenized(record: record, reused: false)
     }
 
-    /// The newest live reusable token of the card with `fingerprints` (the gateway's answer: under
-    /// the primary fingerprint key, and the others during a rotation) whose expiry is the card's
-    /// and whose format is the one asked (`cardShaped`), or nil. With a
-    /// CVC, the token's envelope becomes `stored` (the same card and expiry, sealed now, whose
-    /// data key the CVC's field is sealed under) and the CVC is held for it; nil when its envelope
-    /// changed meanwhile (a new token is made then).
+    /// The newest reusable token of the card with `fingerprints` (the gateway's answer: under the
+    /// primary fingerprint key, and the others during a rotation) whose expiry is the card's, whose
+    /// format is the one asked (`cardShaped`), with at least half a token's TTL left to live and
+    /// no CVC held for it (held, it is in another caller's first-payment window: answered, its
+    /// CVC would go with this caller's payment), or nil. With a CVC, the token's envelope becomes
+    /// `stored` (the same card and expiry, sealed now, whose data key the CVC's field is sealed
+    /// under) and the CVC is held for it; nil when its envelope changed meanwhile (a new token is
+    /// made then).
     private func reuse(_ fingerprints: [String], _ stored: CardEnvelope, cvc: String?, cardShaped: Bool, at t: Date) async throws(VaultError) -> TokenRecord? {
         let found: [TokenRecord]
-        do throws(StoreError) { found = try await store.reusable(fingerprints: fingerprints, now: t, limit: 20) } catch { throw VaultError(store: error) }
-        guard var token = found.first(where: {
-            $0.envelope.card.expMonth == stored.card.expMonth && $0.envelope.card.expYear == stored.card.expYear
-                && $0.token.hasPrefix("tok_") != cardShaped && !$0.singleUse
-        }) else { return nil }
-        guard let cvc else {
-            if let held = cvcs.field(for: token.token, sealedKey: token.envelope.sealedKey, now: t) {
-                token.cvcField = held.field
-                token.cvcExpiresAt = held.expiresAt
-            }
-            return token
-        }
+        do throws(StoreError) {
+            found = try await store.reusable(
+                fingerprints: fingerprints, expiry: (stored.card.expMonth, stored.card.expYear), cardShaped: cardShaped,
+                liveAfter: t.addingTimeInterval(policy.tokenTTL / 2), limit: 20)
+        } catch { throw VaultError(store: error) }
+        guard var token = found.first(where: { cvcs.field(for: $0.token, sealedKey: $0.envelope.sealedKey, now: t) == nil }) else { return nil }
+        guard let cvc else { return token }
         let replaced: Bool
         do throws(StoreError) {
-            replaced = try await store.replaceEnvelope(of: token.token, oldID: token.envelope.id, with: stored, now: t)
+            replaced = try await store.replaceEnvelope(of: token.token, oldKey: token.envelope.sealedKey, with: stored, now: t)
         } catch { throw VaultError(store: error) }
         guard replaced else { return nil }
         token.envelope = stored

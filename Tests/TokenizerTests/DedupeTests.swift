@@ -50,6 +50,13 @@ import VaultOpen
         #expect(try await tokenizer.tokenize(card(visa), dedupe: true).record.token == reusable.record.token)
         #expect(try await h.store.count() == 6)
 
+
+        // A token whose CVC is still held is in its maker's first-payment window: never answered
+        // (its CVC would go with another caller's payment).
+        let withHeldCVC = try await tokenizer.tokenize(card(visa, cvc: "999"), singleUse: false, dedupe: false)
+        #expect(withHeldCVC.record.hasCVC)
+        #expect(try await tokenizer.tokenize(card(visa), dedupe: true).record.token == reusable.record.token)
+
         // With a CVC: the token's envelope becomes the new sealing, whose data key the CVC's field
         // is under, and the CVC is held for it: the gateway opens the CVC with the stored envelope.
         let before = try #require(try await h.store.get(reusable.record.token, now: Date())).envelope
@@ -61,7 +68,11 @@ import VaultOpen
         #expect(read.hasCVC && read.envelope.id == stored.id)
         let opened = try zone.fingerprinter.opener.open(read.fullEnvelope)
         #expect(opened.card.cvc?.withUnsafeBytes { Array($0) } == Array("123".utf8))
-        #expect(try await h.store.count() == 6)
+        #expect(try await h.store.count() == 7)
+        // Now both newer tokens hold a CVC: the oldest reusable one of the card is answered.
+        #expect(try await tokenizer.tokenize(card(visa), dedupe: true).record.token == first.record.token)
+        // The swap is refused when the envelope's data key changed (a rewrap in between).
+        #expect(try await !h.store.replaceEnvelope(of: first.record.token, oldKey: "resealed", with: stored, now: Date()))
 
         // The gateway down: no fingerprint to match by, so a new token (its fingerprint filled later).
         zone.fingerprinter.available = false
@@ -69,7 +80,10 @@ import VaultOpen
         #expect(!blind.reused && blind.record.fingerprint == nil && !blind.record.singleUse)
         zone.fingerprinter.available = true
 
-        // An expired token is never answered.
+        // A token with less than half a TTL to live, or expired, is not answered.
+        let soon = Int64(Date().addingTimeInterval(60).timeIntervalSince1970 * 1000)
+        try await h.sql("UPDATE vault_tokens SET expires_at = \(soon) WHERE token = '\(first.record.token)'")
+        #expect(try await !tokenizer.tokenize(card(visa), dedupe: true).reused)
         try await h.sql("UPDATE vault_tokens SET expires_at = 0 WHERE single_use = \(backend == .sqlite ? "0" : "FALSE")")
         #expect(try await !tokenizer.tokenize(card(visa), dedupe: true).reused)
 
@@ -141,6 +155,14 @@ import VaultOpen
         #expect(updated.id == one.id && updated.envelope.card.expYear == 2033 && updated.envelope.id == reissue.id)
         let now = try await customers.instruments(of: alice.id)
         #expect(now.map(\.id) == [one.id] && now.first?.envelope.card.expMonth == 3)
+        #expect(try await events() == ["instrument.created", "instrument.updated"])
+        // The older card typed again: the instrument held, unchanged (never back to an earlier expiry).
+        guard case .existing(let kept) = try await customers.attach(instrument(alice.id, try await sealed(visa)), makeDefault: false, dedupe: true) else {
+            Issue.record("an older expiry was not answered with the instrument held")
+            return
+        }
+        #expect(kept.id == one.id && kept.envelope.card.expYear == 2033)
+        #expect(try await customers.instruments(of: alice.id).first?.envelope.card.expYear == 2033)
         #expect(try await events() == ["instrument.created", "instrument.updated"])
 
         // Another customer holding the card, another card, a card without a fingerprint, and dedupe off: new instruments.

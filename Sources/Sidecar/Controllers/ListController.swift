@@ -105,17 +105,18 @@ struct ListController: Sendable {
         return try Self.answer(page) { Answer.Customer($0, nil) }
     }
 
-    /// `fingerprint` (the card's keyed fingerprint; without `customer`, admin role only),
-    /// `customer` and the common parameters.
+    /// `fingerprint` (the card's keyed fingerprint), `customer` (without it, across customers:
+    /// admin role only) and the common parameters.
     func instruments(_ request: Request) async throws -> Response {
         let store = try customerService().customers
         let p = try QueryParameters(request, allowed: Self.common.union(["fingerprint", "customer"]))
         let q = try Self.query(p, cursorPrefix: "ins_")
         let fingerprint = try p.fingerprint(), customer = try p.id("customer", prefix: "cus_")
-        // Which customers hold a card is an admin's question (docs/dedupe.md): a pay caller
-        // searches by fingerprint within one customer.
-        if fingerprint != nil, customer == nil, let caller = Caller.current, !caller.roles.contains(.admin) {
-            throw APIError(.peerNotAllowed, "searching instruments by fingerprint across customers needs the admin role: give customer=cus_…")
+        // Which customers hold a card is an admin's question (docs/dedupe.md): a pay caller lists
+        // and searches the instruments of one customer (every instrument answered names its
+        // customer and fingerprint, so a list across customers answers it too).
+        if customer == nil, Caller.current?.roles.contains(.admin) != true {
+            throw APIError(.peerNotAllowed, "listing instruments across customers needs the admin role: give customer=cus_…")
         }
         let page = try await Self.store { () throws(StoreError) in try await store.listInstruments(q, fingerprint: fingerprint, customer: customer) }
         return try Self.answer(page, Answer.Instrument.init)

@@ -42,7 +42,12 @@ struct TokenController: Sendable {
                     }
                 }
             }
-            // dedupe answers reusable tokens only (docs/dedupe.md).
+            // dedupe answers reusable tokens only, and only to a pay or admin caller: to a
+            // tokenize-only caller (a checkout page) 200 or 201 would tell whether the vault
+            // holds a card (docs/dedupe.md).
+            if dedupe, Caller.current?.isTokenizeOnly != false {
+                throw VaultError(.peerNotAllowed, "dedupe needs the pay or admin role", field: "dedupe")
+            }
             if dedupe, singleUse == true {
                 throw VaultError(.requestFieldInvalid, "dedupe answers a reusable token: leave out single_use or give false", field: "dedupe")
             }
