@@ -22,10 +22,23 @@ import Testing
             store = backend == "postgres" ? try GatewayCLITests.postgresStore() : "sqlite:\(dir)/vault.sqlite"
         }
 
+        /// Writes an input file (plaintext cards: removed by `remove`, even when the suite keeps
+        /// its artifacts for the leak scan; everything the vault wrote is kept).
         func write(_ name: String, _ text: String) throws -> String {
-            let path = dir + "/" + name
+            try FileManager.default.createDirectory(atPath: dir + "/inputs", withIntermediateDirectories: true)
+            let path = dir + "/inputs/" + name
             try text.write(toFile: path, atomically: true, encoding: .utf8)
             return path
+        }
+
+        func remove() {
+            try? FileManager.default.removeItem(atPath: dir + "/inputs")
+            keys.remove()
+        }
+
+        /// The SQLite store's files as text (empty on PostgreSQL).
+        func storeBytes() -> String {
+            ["vault.sqlite", "vault.sqlite-wal"].map { (try? Data(contentsOf: URL(fileURLWithPath: dir + "/" + $0))).map { String(decoding: $0, as: UTF8.self) } ?? "" }.joined()
         }
 
         func read(_ name: String) -> String { (try? String(contentsOfFile: dir + "/" + name, encoding: .utf8)) ?? "" }
@@ -69,7 +82,7 @@ import Testing
     @Test(arguments: stores)
     func csvAndJSONLinesWithMappingRejectsAndDedupe(_ backend: String) throws {
         let s = try Scratch(backend)
-        defer { s.keys.remove() }
+        defer { s.remove() }
         let cards = (0..<200).map(Self.card)
         // Line 1 is the header; data rows from line 2. Rows 10..19 repeat rows 0..9 (dedupe in the
         // file); three rows are bad: a wrong check digit, an expired card, broken quoting.
@@ -96,7 +109,7 @@ import Testing
         let rejects = s.rejects()
         #expect(rejects.map { $0["line"] as? Int } == [52, 53, 54])
         #expect(rejects.map { $0["code"] as? String } == ["LUHN_CHECK_FAILED", "CARD_EXPIRED", "IMPORT_ROW_MALFORMED"])
-        for text in [first.out, first.stderr, s.read("map.csv"), s.read("rejects.jsonl")] { #expect(!Self.leaks(text, cards)) }
+        for text in [first.out, first.stderr, s.read("map.csv"), s.read("rejects.jsonl"), s.storeBytes()] { #expect(!Self.leaks(text, cards)) }
 
         // The same command again: nothing more is made, the mapping is the same.
         let again = try s.importing(input, ["--map", "number=card_number", "--map", "exp=expiry", "--map", "name=holder", "--map", "metadata.ref=ref"])
@@ -124,7 +137,7 @@ import Testing
     @Test(arguments: stores)
     func sealedInputNeedsNoPlaintextFile(_ backend: String) throws {
         let s = try Scratch(backend)
-        defer { s.keys.remove() }
+        defer { s.remove() }
         let other = try TestKeys()
         defer { other.remove() }
         let cards = (0..<30).map { Self.card(1000 + $0) }
@@ -149,7 +162,7 @@ import Testing
     @Test(arguments: stores)
     func killedImportResumesWithOneTokenPerLine(_ backend: String) throws {
         let s = try Scratch(backend)
-        defer { s.keys.remove() }
+        defer { s.remove() }
         let cards = (0..<2000).map { Self.card(5000 + $0) }
         var csv = "number,exp_month,exp_year\n"
         for (i, c) in cards.enumerated() { csv += "\(c),\(1 + i % 12),\(2030 + i % 5)\n" }
@@ -183,7 +196,7 @@ import Testing
     @Test(arguments: stores)
     func exportOpensWithPyNaClAndRefusesWhatItCannot(_ backend: String) throws {
         let s = try Scratch(backend)
-        defer { s.keys.remove() }
+        defer { s.remove() }
         let cards = (0..<40).map { Self.card(9000 + $0) }
         var csv = "number,exp\n"
         for c in cards { csv += "\(c),03/29\n" }
