@@ -1,4 +1,5 @@
 import CardRules
+import Dispatch
 import Foundation
 import Rewrap
 import Store
@@ -106,16 +107,17 @@ public struct Importer: Sendable {
         let total = counts.done + todo.count
         let clock = ContinuousClock(), start = clock.now
         progress(Progress(done: counts.done, total: total, counts: counts, elapsed: .zero))
-        for at in stride(from: 0, to: todo.count, by: batchSize) {
+        // The crypto of the next batch runs (on the workers) while this one commits.
+        let batches = stride(from: 0, to: todo.count, by: batchSize).map { Array(todo[$0..<min(todo.count, $0 + batchSize)]) }
+        var next = batches.first.map { prepareAll($0, input: input, reader: reader) }
+        for (i, batch) in batches.enumerated() {
+            let prepared = await next!.value
+            next = i + 1 < batches.count ? prepareAll(batches[i + 1], input: input, reader: reader) : nil
             // A cancelled run stops between batches: what is committed stays.
-            try Task.checkCancellation()
+            if Task.isCancelled { next?.cancel(); throw CancellationError() }
             if let maxRate {
-                let due = start + .milliseconds(Int(Double(at) / maxRate * 1000))
+                let due = start + .milliseconds(Int(Double(i * batchSize) / maxRate * 1000))
                 if due > clock.now { try await Task.sleep(until: due, clock: clock) }
-            }
-            let batch = Array(todo[at..<min(todo.count, at + batchSize)])
-            let prepared = parallelMap(batch, workers: workers, placeholder: Prepared.rejected(VaultError(.importRowMalformed, "not read"))) { line in
-                input.withUnsafeBytes { prepare(UnsafeRawBufferPointer(rebasing: $0[line.range]), reader: reader) }
             }
             let batchCounts = try await commit(batch, prepared, importID: importID, db: db)
             counts.imported += batchCounts.imported
@@ -148,10 +150,23 @@ public struct Importer: Sendable {
         return out
     }
 
+    /// Prepares a batch on the workers, off the caller's thread (a dispatch thread waits for them).
+    func prepareAll(_ batch: [Line], input: SecureBytes, reader: RowReader) -> Task<[Prepared], Never> {
+        Task {
+            await withCheckedContinuation { (done: CheckedContinuation<[Prepared], Never>) in
+                DispatchQueue.global().async {
+                    done.resume(returning: parallelMap(batch, workers: workers, placeholder: Prepared.rejected(VaultError(.importRowMalformed, "not read"))) { line in
+                        input.withUnsafeBytes { prepare(UnsafeRawBufferPointer(rebasing: $0[line.range]), reader: reader) }
+                    })
+                }
+            }
+        }
+    }
+
     enum Prepared: Sendable {
-        /// The envelope (sealed to the primary, no CVC), the card's fingerprints (the primary
-        /// key's first), the token's metadata and expiry.
-        case card(CardEnvelope, fingerprints: [String], metadata: Metadata, expires: Date)
+        /// A new token's record as row values (used unless the card is a duplicate) and the
+        /// card's fingerprints (the primary key's first).
+        case card(token: String, row: [SQLValue], fingerprints: [String])
         case rejected(VaultError)
     }
 
@@ -164,8 +179,11 @@ public struct Importer: Sendable {
             let metadata = try CardEnvelope.validate(card, validator: validator, now: CalendarMonth(date: t))
             let fingerprints = card.number.withUnsafeBytes { fingerprintKeys.namedFingerprints(ofDigits: $0) }
             let envelope = CardEnvelope.seal(card, metadata: metadata, to: primary)
-            let expires = ttl.map { t.addingTimeInterval($0) } ?? Self.endOfMonth(card.expiry)
-            return .card(envelope, fingerprints: fingerprints, metadata: try row.tokenMetadata(), expires: expires)
+            let expires = max(ttl.map { t.addingTimeInterval($0) } ?? Self.endOfMonth(card.expiry), t.addingTimeInterval(60))
+            let record = TokenRecord(
+                token: RandomID.make(prefix: "tok_"), envelope: envelope, cvcField: nil, createdAt: t, expiresAt: expires,
+                cvcExpiresAt: nil, singleUse: false, fingerprint: fingerprints[0], metadata: try row.tokenMetadata())
+            return .card(token: record.token, row: TokenRows.values(record), fingerprints: fingerprints)
         } catch {
             return .rejected(error)
         }
@@ -186,27 +204,24 @@ public struct Importer: Sendable {
     func commit(_ batch: [Line], _ prepared: [Prepared], importID: String, db: Database) async throws -> Counts {
         let t = now()
         var allFingerprints: [String] = []
-        for case .card(_, let fps, _, _) in prepared { allFingerprints += fps }
+        for case .card(_, _, let fps) in prepared { allFingerprints += fps }
         let existing = try await Self.existingReusableTokens(allFingerprints, in: db, now: t)
         var seen: [String: String] = [:]   // primary fingerprint → token, this batch
-        var records: [TokenRecord] = [], journal: [ImportLines.Row] = [], links: [[String]] = []
+        var records: [[SQLValue]] = [], journal: [ImportLines.Row] = [], links: [[String]] = []
         var counts = Counts()
         for (line, p) in zip(batch, prepared) {
             switch p {
             case .rejected(let error):
                 counts.rejected += 1
                 journal.append(.init(line: line.number, outcome: "rejected", token: nil, code: error.code.rawValue, field: error.field))
-            case .card(let envelope, let fps, let metadata, let expires):
-                if let token = fps.lazy.compactMap({ existing[$0] ?? seen[$0] }).first {
+            case .card(let token, let row, let fps):
+                if let existingToken = fps.lazy.compactMap({ existing[$0] ?? seen[$0] }).first {
                     counts.duplicates += 1
-                    journal.append(.init(line: line.number, outcome: "duplicate", token: token, code: nil, field: nil))
+                    journal.append(.init(line: line.number, outcome: "duplicate", token: existingToken, code: nil, field: nil))
                     continue
                 }
-                let token = RandomID.make(prefix: "tok_")
                 seen[fps[0]] = token
-                records.append(TokenRecord(
-                    token: token, envelope: envelope, cvcField: nil, createdAt: t, expiresAt: max(expires, t.addingTimeInterval(60)),
-                    cvcExpiresAt: nil, singleUse: false, fingerprint: fps[0], metadata: metadata))
+                records.append(row)
                 if fps.count > 1 { links.append(fps) }
                 counts.imported += 1
                 journal.append(.init(line: line.number, outcome: "imported", token: token, code: nil, field: nil))
@@ -215,7 +230,7 @@ public struct Importer: Sendable {
         let stored = records
         let lines = journal
         let inserted = try await db.transaction { (tx) throws(StoreError) in
-            let inserted = try await TokenRows.insert(stored, in: tx)
+            let inserted = try await TokenRows.insert(values: stored, in: tx)
             // A random 128-bit token taken already is not expected; if it ever is, nothing commits.
             guard inserted.count == stored.count else { throw StoreError(.tokenExists, "a token with that id exists") }
             try await ImportLines.append(lines, importID: importID, in: tx)
