@@ -52,7 +52,7 @@ public struct Importer: Sendable {
 
     public init(
         ring: KeyRing, primary: PublicKey, fingerprintKeys: FingerprintKeys, validator: CardValidator = CardValidator(),
-        batchSize: Int = 512, workers: Int = ProcessInfo.processInfo.activeProcessorCount, ttl: Double? = nil,
+        batchSize: Int = 2048, workers: Int = ProcessInfo.processInfo.activeProcessorCount, ttl: Double? = nil,
         maxRate: Double? = nil, now: @escaping @Sendable () -> Date = Date.init
     ) {
         self.ring = ring
