@@ -253,6 +253,45 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: s.dir + "/w.jsonl"))
     }
 
+    /// A customer's stored instruments (attached through the sidecar, with a CVC at tokenize)
+    /// come out with their customer, openable, and without the CVC; an unknown customer is refused.
+    @Test(arguments: stores)
+    func exportsACustomersInstruments(_ backend: String) throws {
+        let s = try PaymentsCLITests.Stack()
+        defer { s.stop(s.sidecar); s.stop(s.gateway); removeScratch(s.dir) }
+        s.store = backend == "postgres" ? try GatewayCLITests.postgresStore() : "sqlite:\(s.dir)/tokens.sqlite"
+        let store = try #require(s.store)
+        try s.startGateway()
+        try s.startSidecar()
+        func json(_ text: String) -> [String: Any] { (try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]) ?? [:] }
+        let (made, body) = try s.curl(s.sidecarSocket, "POST", "/v1/customers", #"{"reference":"crm-export"}"#)
+        #expect(made == 201, "\(body)")
+        let customer = try #require(json(body)["id"] as? String)
+        let cards = [Self.card(20_001), Self.card(20_002)]
+        var instruments: [String] = []
+        for number in cards {
+            let (_, tokenBody) = try s.curl(s.sidecarSocket, "POST", "/v1/tokens", #"{"card":{"number":"\#(number)","exp_month":6,"exp_year":2032,"cvc":"123"}}"#)
+            let token = try #require(json(tokenBody)["token"] as? String, "\(tokenBody)")
+            let (attached, instrumentBody) = try s.curl(s.sidecarSocket, "POST", "/v1/customers/\(customer)/instruments", #"{"token":"\#(token)"}"#)
+            #expect(attached == 201, "\(instrumentBody)")
+            instruments.append(try #require(json(instrumentBody)["id"] as? String))
+        }
+        let recipient = try TestKeys()
+        defer { recipient.remove() }
+        let out = s.dir + "/customer.jsonl"
+        let r = try vault(["export", "--recipient", recipient.pub, "--customer", customer, "--out", out, "--store", store, "--keys", s.dir + "/gateway-keys"], input: Data())
+        #expect(r.status == 0, "\(r.stderr)")
+        let lines = ((try? String(contentsOfFile: out, encoding: .utf8)) ?? "").split(separator: "\n").map { json(String($0)) }
+        #expect(Set(lines.compactMap { $0["instrument"] as? String }) == Set(instruments))
+        #expect(lines.allSatisfy { $0["customer"] as? String == customer && $0["token"] == nil })
+        let opened = try Self.open(out, with: recipient.key)
+        #expect(Set(opened.compactMap { $0["number"] as? String }) == Set(cards))
+        #expect(opened.allSatisfy { $0["cvc"] == nil && $0["exp_month"] as? Int == 6 && $0["exp_year"] as? Int == 2032 })
+
+        let unknown = try vault(["export", "--recipient", recipient.pub, "--customer", "cus_nosuchcustomer", "--store", store, "--keys", s.dir + "/gateway-keys"], input: Data())
+        #expect(unknown.status == 1 && unknown.stderr.contains("CUSTOMER_NOT_FOUND") && unknown.out.isEmpty, "\(unknown.stderr)")
+    }
+
     /// Exports with `extra` to a fresh recipient and opens every line with PyNaCl.
     static func exportAndOpen(_ s: Scratch, _ extra: [String]) throws -> [[String: Any]] {
         let recipient = try TestKeys()
