@@ -229,6 +229,11 @@ import Testing
         #expect(try vault("audit", "verify", audit).status == 0)
         for text in [r.out, r.stderr, auditText, try String(contentsOfFile: out, encoding: .utf8)] { #expect(!Self.leaks(text, cards)) }
 
+        // --ids: one id a line, comments skipped.
+        let idsFile = try s.write("ids.txt", "# one token\n\(tokens[5])\n")
+        let viaIDs = try vault(["export", "--recipient", recipient.pub, "--ids", idsFile, "--store", s.store, "--keys", s.keys.dir], input: Data())
+        #expect(viaIDs.status == 0 && viaIDs.out.split(separator: "\n").count == 1 && viaIDs.out.contains(tokens[5]), "\(viaIDs.stderr)")
+
         // An existing output is not overwritten; an unknown token, or a card number given as one,
         // stops the export before anything is written.
         let again = try vault(["export", "--recipient", recipient.pub, "--all", "--out", out, "--store", s.store, "--keys", s.keys.dir], input: Data())
