@@ -138,6 +138,10 @@ let package = Package(
             name: "Rewrap",
             dependencies: ["VaultOpen", "VaultCrypto", "Tokenizer", "Store", .product(name: "Logging", package: "swift-log")]
         ),
+        // Portability (`vault import`, `vault export`, docs/portability.md): cards in from a legacy
+        // store or a processor's file, cards out sealed to a recipient. Opens sealed input and
+        // envelopes, so only the CLI (gateway zone) links it; the sidecar never does.
+        .target(name: "Portability", dependencies: ["VaultOpen", "VaultCrypto", "CardRules", "Tokenizer", "Store", "Rewrap"]),
         // Tamper-evident audit log (hash-chained JSON lines, docs/audit-log.md) and its verifier.
         .target(name: "Audit", dependencies: ["VaultCrypto"]),
         // The library for non-PCI callers: validate, card input component, seal.
@@ -163,7 +167,7 @@ let package = Package(
             dependencies: [
                 "ServerCLI",
                 "VaultCrypto", "VaultOpen", "VaultClient", "CardRules", "Sidecar", "Gateway", "SocketHTTP", "Payments", "Rewrap",
-                "Tokenizer", "Audit", "Store",
+                "Portability", "Tokenizer", "Audit", "Store",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),

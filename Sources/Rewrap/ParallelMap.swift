@@ -3,7 +3,7 @@ import Dispatch
 /// `items` mapped by `transform`, the work split into `workers` contiguous chunks run on
 /// `DispatchQueue.concurrentPerform` (the rewraps' crypto: opening and sealing, one CPU-bound call
 /// per row); results in the items' order.
-func parallelMap<T: Sendable, R>(_ items: [T], workers: Int, placeholder: R, _ transform: @Sendable (T) -> R) -> [R] {
+public func parallelMap<T: Sendable, R>(_ items: [T], workers: Int, placeholder: R, _ transform: @Sendable (T) -> R) -> [R] {
     guard !items.isEmpty else { return [] }
     let results = UnsafeMutableBufferPointer<R>.allocate(capacity: items.count)
     results.initialize(repeating: placeholder)

@@ -140,25 +140,30 @@ final class ProgressDisplay: @unchecked Sendable {
     }
 
     func show(_ p: Rewrapper.Progress) {
+        let c = p.counts
+        show(table: p.table, done: p.done, total: p.total, elapsed: p.elapsed, counts: [(verb, c.rewrapped), ("skipped", c.skipped), ("failed", c.failed)])
+    }
+
+    /// Draws `done` of `total` (rate and ETA over the elapsed time) and the named counts.
+    func show(table: String, done: Int, total: Int, elapsed: Duration, counts: [(String, Int)]) {
         lock.lock()
         defer { lock.unlock() }
         let now = ContinuousClock.now
         let every: Duration = terminal ? .milliseconds(100) : .seconds(2)
-        guard now - lastDraw >= every || p.done == p.total else { return }
+        guard now - lastDraw >= every || done == total else { return }
         lastDraw = now
-        let seconds = Double(p.elapsed.components.seconds) + Double(p.elapsed.components.attoseconds) / 1e18
-        let rate = seconds > 0 ? Double(p.done) / seconds : 0
-        let left = rate > 0 ? Double(max(0, p.total - p.done)) / rate : 0
-        let fraction = p.total > 0 ? min(1, Double(p.done) / Double(p.total)) : 1
-        let c = p.counts
-        let figures = "\(p.done)/\(p.total) \(Int(rate))/s ETA \(Int(left.rounded()))s  \(verb) \(c.rewrapped) skipped \(c.skipped) failed \(c.failed)"
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let rate = seconds > 0 ? Double(done) / seconds : 0
+        let left = rate > 0 ? Double(max(0, total - done)) / rate : 0
+        let fraction = total > 0 ? min(1, Double(done) / Double(total)) : 1
+        let figures = "\(done)/\(total) \(Int(rate))/s ETA \(Int(left.rounded()))s  " + counts.map { "\($0.0) \($0.1)" }.joined(separator: " ")
         if terminal {
             let width = 30, filled = Int(fraction * Double(width))
             let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
-            try? StandardIO.write(fd: 2, "\r\u{1B}[K\(p.table) [\(bar)] \(Int(fraction * 100))% \(figures)")
+            try? StandardIO.write(fd: 2, "\r\u{1B}[K\(table) [\(bar)] \(Int(fraction * 100))% \(figures)")
             drewBar = true
         } else {
-            try? StandardIO.write(fd: 2, "\(command) \(p.table): \(figures)\n")
+            try? StandardIO.write(fd: 2, "\(command) \(table): \(figures)\n")
         }
     }
 

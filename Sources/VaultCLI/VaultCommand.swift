@@ -13,7 +13,7 @@ public struct VaultCommand: AsyncParsableCommand {
         version: VaultVersion.string,
         subcommands: [
             Keygen.self, Keys.self, Seal.self, Open.self, Validate.self, KeyInfo.self, Serve.self, GatewayCommand.self, Tokenize.self, Token.self,
-            RewrapCommand.self, AuditCommand.self, ConfigCommand.self, PaymentsCommand.self, CustomersCommand.self, Health.self,
+            RewrapCommand.self, ImportCommand.self, ExportCommand.self, AuditCommand.self, ConfigCommand.self, PaymentsCommand.self, CustomersCommand.self, Health.self,
         ]
     )
 

@@ -48,6 +48,10 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
     case keyRingChangeRefused = "KEY_RING_CHANGE_REFUSED"
     case keyInUse = "KEY_IN_USE"
     case rewrapIncomplete = "REWRAP_INCOMPLETE"
+    case importMappingInvalid = "IMPORT_MAPPING_INVALID"
+    case importRowMalformed = "IMPORT_ROW_MALFORMED"
+    case importRowsRejected = "IMPORT_ROWS_REJECTED"
+    case outputFileExists = "OUTPUT_FILE_EXISTS"
 
     // Configuration, audit log, process
     case configNotFound = "CONFIG_NOT_FOUND"
@@ -262,6 +266,10 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
         case .keyRingChangeRefused: Self.e(422, .keyRing, "a ring change against its rules")
         case .keyInUse: Self.e(422, .keyRing, "`vault keys retire` while stored envelopes are still sealed to the key")
         case .rewrapIncomplete: Self.e(422, .failure, "`vault rewrap` could not rewrap every envelope (its audit outcome; exit 1)")
+        case .importMappingInvalid: Self.e(422, .invalidInput, "`vault import`: a column mapping that is not field=column of a card field, or does not fit the header")
+        case .importRowMalformed: Self.e(422, .invalidInput, "`vault import`: a row that cannot be read (CSV quoting or field count, not a JSON object)")
+        case .importRowsRejected: Self.e(422, .failure, "`vault import` rejected some lines (its audit outcome; the rejects report names them; exit 1)")
+        case .outputFileExists: Self.e(422, .io, "an output file that exists already: it is not overwritten")
 
         case .configNotFound: Self.e(422, .configuration, "the configuration file cannot be read")
         case .configInvalid: Self.e(422, .configuration, "a setting is unknown or its value is not valid")
