@@ -60,7 +60,7 @@ extension Database {
 
 /// The schema, as one list for both backends (docs/configuration.md "The store").
 public enum Migrations {
-    public static let all: [Migration] = [base, ledger, cvcColumnsGone, lifecycle, createsAndReferences, listing, metadata, events, fingerprintLinks, paymentEventTokens]
+    public static let all: [Migration] = [base, ledger, cvcColumnsGone, lifecycle, createsAndReferences, listing, metadata, events, fingerprintLinks, paymentEventTokens, velocity]
 
     /// Every table the vault had when the store layer became one (tokens, payments, sessions,
     /// customers, instruments, mandates). `IF NOT EXISTS` throughout: a PostgreSQL store made
