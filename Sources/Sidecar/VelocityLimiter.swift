@@ -46,6 +46,9 @@ public struct VelocityLimiter: Sendable {
     let metrics: SidecarMetrics?
     let logger: Logger
     let now: @Sendable () -> Date
+    /// The buckets this process has refused in already: a refusal after the first of its rule, key
+    /// and bucket costs no write (under attack, a 429 costs one read).
+    let refused = RefusedBuckets()
 
     public init(rules: [VelocityRule], counters: VelocityCounters, metrics: SidecarMetrics?, logger: Logger, now: @escaping @Sendable () -> Date = Date.init) {
         self.rules = rules
@@ -148,7 +151,11 @@ public struct VelocityLimiter: Sendable {
             }
         }
         let retryAfter = Int(max(1, retry))
-        let refusals = try? await counters.add([counter(rule, key, kind: "refusals")], now: t)
+        // The event: once per rule, key and bucket across sidecars (the store's count of refusals
+        // decides), asked once per process.
+        let firstHere = refused.first("\(rule)|\(key)|\(VelocityCounters.bucket(t, width: rule.bucketWidth))")
+        var refusals: [VelocityCounters.Counter: Int]?
+        if firstHere { refusals = try? await counters.add([counter(rule, key, kind: "refusals")], now: t) }
         if refusals?.values.first == 1 {
             let id = RandomID.make(prefix: "vel_")
             let data = AnswerJSON.encode(LimitedEvent(
@@ -183,5 +190,19 @@ public struct VelocityLimiter: Sendable {
         do throws(StoreError) { try await counters.prune(before: Int64(now().timeIntervalSince1970) - Int64(longest)) } catch {
             logger.warning("velocity: pruning failed", metadata: ["error": "\(error.code)"])
         }
+    }
+}
+
+/// What `VelocityLimiter.refuse` has seen, in memory: at most 10,000 entries, forgotten all at once.
+final class RefusedBuckets: @unchecked Sendable {
+    private let lock = NSLock()
+    private var seen = Set<String>()
+
+    /// True the first time `id` is seen.
+    func first(_ id: String) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        if seen.count >= 10_000 { seen.removeAll() }
+        return seen.insert(id).inserted
     }
 }
