@@ -90,6 +90,9 @@ public struct SidecarOptions: ParsableArguments {
     @Option(name: .customLong(S.sessionMaxAttempts.flag), help: S.sessionMaxAttempts.argumentHelp)
     public var sessionMaxAttempts: Double?
 
+    @Option(name: .customLong(S.velocity.flag), help: S.velocity.argumentHelp)
+    public var velocity: [String] = []
+
     @Flag(name: .customLong(S.customerReferenceUnique.flag), help: S.customerReferenceUnique.argumentHelp)
     public var customerReferenceUnique = false
 

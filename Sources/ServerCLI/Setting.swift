@@ -98,6 +98,9 @@ public enum SidecarSettings: SettingsSection {
     public static let sessionMaxAttempts = Setting(
         .sidecar, "session_max_attempts", default: String(SessionService.defaultMaxAttempts), maximum: 1000,
         help: "Failed payment attempts a checkout session allows before it is closed (SESSION_ATTEMPTS_EXCEEDED), 1 to 1000.")
+    public static let velocity = Setting(
+        .sidecar, "velocity", otherwise: VelocityRule.defaults.map(\.description).joined(separator: ","),
+        help: "A velocity limit scope:action:count=limit/window (e.g. session:tokenize:attempts=10/10m; docs/velocity.md), repeatable; off: none. Given ones replace the defaults.")
     public static let customerReferenceUnique = Setting(
         .sidecar, "customer_reference_unique", default: "false",
         help: "A customer reference names at most one customer of the store (CUSTOMER_REFERENCE_TAKEN); existing ones are adopted at start, the oldest customer keeping a shared one.")
@@ -126,7 +129,7 @@ public enum SidecarSettings: SettingsSection {
 
     public static let all = [
         socket, socketMode, socketGroup, store, keys, tokenTTL, cvcTTL, tokenFormat, cardTokenLuhnValid, allow, gateway, reconcileAfter, authorizationTTL, sessionMaxAttempts,
-        customerReferenceUnique, webhook, webhookSecretFile, webhookMaxBackoff, eventRetention, auditLog, logLevel, logFormat, logRequests,
+        velocity, customerReferenceUnique, webhook, webhookSecretFile, webhookMaxBackoff, eventRetention, auditLog, logLevel, logFormat, logRequests,
     ]
 }
 

@@ -46,6 +46,8 @@ extension SidecarServer.Configuration {
             throw VaultError(.configInvalid, "sidecar.session_max_attempts must be a whole number from 1 to 1000", field: "sidecar.session_max_attempts")
         }
         c.sessionMaxAttempts = Int(attempts)
+        let velocity = try s.list(S.velocity, flag: o.sidecar.velocity)
+        c.velocity = try s.checked(S.velocity, flag: o.sidecar.velocity.first) { () throws(VaultError) in try VelocityRule.rules(velocity) }
         c.customerReferenceUnique = try s.bool(S.customerReferenceUnique, flag: o.sidecar.customerReferenceUnique)
         if let url = try s.string(S.webhook, flag: o.sidecar.webhook) {
             let endpoint = try s.checked(S.webhook, flag: o.sidecar.webhook) { () throws(VaultError) in try WebhookEndpoint(url) }

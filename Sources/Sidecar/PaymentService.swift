@@ -27,6 +27,8 @@ public struct PaymentService: Sendable {
     let operations: (any PaymentOperationStore)?
     /// How long an authorization (`capture: false`) may wait for its capture (`sidecar.authorization_ttl`).
     let authorizationTTL: TimeInterval
+    /// Velocity limits of payments (docs/velocity.md); nil: none.
+    public var velocity: VelocityLimiter?
 
     /// Seven days, like card networks' usual hold on an authorization.
     public static let defaultAuthorizationTTL: TimeInterval = 7 * 86_400
@@ -67,6 +69,8 @@ public struct PaymentService: Sendable {
         public var capture: Bool
         /// The payment's metadata (not part of `canonical`: a replay answers the first payment, its metadata as first stored).
         public var metadata: Metadata
+        /// The checkout session paid, if any, and its customer (velocity limits).
+        public var session: String?, sessionCustomer: String?
 
         public init(
             source: Source, amount: Int, currency: Currency, idempotencyKey: String, scope: String, capture: Bool = true, metadata: Metadata = Metadata()
@@ -98,6 +102,7 @@ public struct PaymentService: Sendable {
     public func pay(_ request: Request) async throws(VaultError) -> (payment: PaymentRecord, created: Bool) {
         if let first = try await replayed(request) { return (first, false) }
         var card = try await card(for: request)
+        let ticket = try await admit(request, card)
         let intent = PaymentRecord(
             id: RandomID.make(prefix: "pay_"), scope: request.scope, idempotencyKey: request.idempotencyKey, request: request.canonical,
             token: card.sourceID, singleUse: card.singleUse, amount: request.amount, currency: request.currency.code, createdAt: now(),
@@ -125,7 +130,22 @@ public struct PaymentService: Sendable {
             // the reconciler records the outcome; a replay of the key gets it as soon as it is known.
             return (intent, true)
         }
-        return (try await record(outcome, for: intent), true)
+        let done = try await record(outcome, for: intent)
+        if done.status == .declined, let ticket { await velocity?.declined(ticket) }
+        return (done, true)
+    }
+
+    /// A payment let through the velocity limits (nil: a mandate's cycle, which no card tester makes).
+    func admit(_ request: Request, _ card: Card) async throws(VaultError) -> VelocityLimiter.Ticket? {
+        guard let velocity else { return nil }
+        var customer = request.sessionCustomer
+        switch request.source {
+        case .mandate: return nil
+        case .customer(let id): customer = id
+        case .token: break
+        }
+        return try await velocity.admit(
+            .pay, .init(session: request.session, bin: card.bin, fingerprint: card.fingerprint, customer: customer))
     }
 
     /// The first payment made under the request's key, when this is a replay of it. If that first
@@ -153,17 +173,22 @@ public struct PaymentService: Sendable {
     /// What pays: a token's envelope (with its CVC, if still there), or a stored instrument's.
     struct Card {
         var sourceID: String, envelopeJSON: String, singleUse: Bool, tokenWithCVC: TokenRecord?
+        var bin: String?, fingerprint: String?
     }
 
     func card(for request: Request) async throws(VaultError) -> Card {
         switch request.source {
         case .token(let id):
             let token = try await tokenizer.record(id)
-            return Card(sourceID: token.token, envelopeJSON: token.envelope.json, singleUse: token.singleUse, tokenWithCVC: token.hasCVC ? token : nil)
+            return Card(
+                sourceID: token.token, envelopeJSON: token.envelope.json, singleUse: token.singleUse, tokenWithCVC: token.hasCVC ? token : nil,
+                bin: token.card.bin, fingerprint: token.fingerprint)
         case .customer(let id):
             guard let customers else { throw VaultError(.storeUnavailable, "customers are not available on this sidecar") }
             let instrument = try await customers.defaultInstrument(of: id)
-            return Card(sourceID: instrument.id, envelopeJSON: instrument.envelope.json, singleUse: false, tokenWithCVC: nil)
+            return Card(
+                sourceID: instrument.id, envelopeJSON: instrument.envelope.json, singleUse: false, tokenWithCVC: nil, bin: instrument.envelope.card.bin,
+                fingerprint: instrument.envelope.card.fingerprint)
         case .mandate(_, _, let instrumentID):
             guard let customers, let instrument = try? await customers.customers.instrument(instrumentID) else {
                 throw VaultError(.mandateInstrumentGone, "the mandate's instrument was detached")

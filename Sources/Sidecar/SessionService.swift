@@ -16,6 +16,8 @@ public struct SessionService: Sendable {
     let tokenizer: Tokenizer
     /// Payment attempts a session allows before it is closed (`session_max_attempts`).
     let maxAttempts: Int
+    /// Velocity limits (docs/velocity.md): the session's tokenize here, its payment in `PaymentService`.
+    var velocity: VelocityLimiter? { payments.velocity }
     let now: @Sendable () -> Date
 
     public init(
@@ -89,7 +91,7 @@ public struct SessionService: Sendable {
     /// `maxAttempts` attempts have failed, then the session is closed
     /// (`SESSION_ATTEMPTS_EXCEEDED`). The key lives in the session's own scope.
     public func pay(
-        _ id: String, idempotencyKey: String, tokenize: () async throws(VaultError) -> TokenRecord
+        _ id: String, idempotencyKey: String, bin: String? = nil, tokenize: () async throws(VaultError) -> TokenRecord
     ) async throws(VaultError) -> (PaymentRecord, Bool) {
         let s = try await session(id)
         guard let currency = Currency(s.currency) else { throw VaultError(.currencyInvalid, "the session's currency is not valid") }
@@ -99,10 +101,16 @@ public struct SessionService: Sendable {
             // still being settled (its payment, `processing` or `unknown`, as it is now).
             return (p, false)
         }
+        // Card testing on one session: refused before its state says anything (docs/velocity.md).
+        let ticket = try await velocity?.admit(.tokenize, .init(session: id, bin: bin, customer: s.customer))
         guard now() < s.expiresAt else { throw VaultError(.sessionExpired, "this checkout session has expired") }
         try refuseIfExhausted(s)
         guard s.status == .open else { throw VaultError(.sessionUsed, "this checkout session was already used") }
-        let token = try await tokenize()
+        let token: TokenRecord
+        do throws(VaultError) { token = try await tokenize() } catch {
+            if let ticket, VelocityLimiter.isCardDecline(error.code) { await velocity?.declined(ticket) }
+            throw error
+        }
         guard s.acceptedBrands.isEmpty || s.acceptedBrands.contains(token.card.brand.rawValue) else {
             _ = try? await tokenizer.store.delete(token.token)
             throw VaultError(.sessionBrandNotAccepted, "this session accepts \(s.acceptedBrands.joined(separator: ", ")) only")
@@ -112,8 +120,9 @@ public struct SessionService: Sendable {
             if let fresh = try? await sessions.session(id) { try refuseIfExhausted(fresh) }
             throw VaultError(.sessionUsed, "this checkout session was already used")
         }
-        let attempt = PaymentService.Request(
+        var attempt = PaymentService.Request(
             source: .token(token.token), amount: s.amount, currency: currency, idempotencyKey: idempotencyKey, scope: PaymentScope.session(id))
+        (attempt.session, attempt.sessionCustomer) = (id, s.customer)
         let result: (payment: PaymentRecord, created: Bool)
         do throws(VaultError) {
             result = try await payments.pay(attempt)
@@ -128,7 +137,9 @@ public struct SessionService: Sendable {
                 // Refused by the gateway: an attempt that reached it.
                 _ = try? await sessions.failSessionAttempt(id, maxAttempts: maxAttempts)
             } else {
-                // Nothing of this attempt reached a processor: not counted.
+                // Nothing of this attempt reached a processor: not counted. Refused by the
+                // payment's velocity limits (its card's fingerprint, known only now): the token goes too.
+                if error.code == .velocityLimit { _ = try? await tokenizer.store.delete(token.token) }
                 _ = try? await sessions.transitionSession(id, from: .paying, to: .open, paymentID: nil)
             }
             throw error

@@ -57,6 +57,9 @@ public final class SidecarMetrics: Sendable {
         unknownCounter()
         sweepFailureCounter()
         fingerprintsFilledCounter()
+        for rule in VelocityRule.Scope.allCases.flatMap({ s in VelocityRule.Action.allCases.filter { VelocityRule.applies(s, $0) }.map { (s, $0) } }) {
+            velocityRefusalCounter(scope: rule.0.rawValue, action: rule.1.rawValue)
+        }
     }
 
     /// The payments of the store by state, as `PaymentBacklog` last counted them (the states
@@ -131,6 +134,16 @@ public final class SidecarMetrics: Sendable {
     private func fingerprintsFilledCounter() -> Counter {
         registry.makeCounter(
             descriptor: .init(namespace: "vault", metricName: "fingerprints_filled", unitName: "total", helpText: "Token fingerprints filled in after tokenize."))
+    }
+
+    /// A request refused by a velocity limit (`VELOCITY_LIMIT`), by the limit's scope and action.
+    public func velocityRefused(scope: String, action: String) { velocityRefusalCounter(scope: scope, action: action).increment() }
+
+    @discardableResult
+    private func velocityRefusalCounter(scope: String, action: String) -> Counter {
+        registry.makeCounter(
+            descriptor: .init(namespace: "vault", metricName: "velocity_refusals", unitName: "total", helpText: "Requests refused by a velocity limit (VELOCITY_LIMIT), by the limit's scope and action."),
+            labels: [("scope", scope), ("action", action)])
     }
 
     /// A sweep that failed (store unreachable).

@@ -30,6 +30,8 @@ public struct SidecarRoutes: Sendable {
     let mandates: MandateService?
     let readiness: Readiness
     let events: EventStore?
+    /// Velocity limits of tokenize and validate (payments have theirs in `PaymentService`); nil: none.
+    public var velocity: VelocityLimiter?
 
     /// Routes over a tokenizer; `metrics` is what `GET /metrics` serves; without `payments` (no
     /// gateway configured) the payment routes answer 503 `GATEWAY_UNAVAILABLE`. `readiness` is
@@ -78,7 +80,7 @@ public struct SidecarRoutes: Sendable {
     public func register<Context: RequestContext>(on router: Router<Context>) {
         let group = router.group()
         SystemController(metrics: metrics, readiness: readiness).addRoutes(to: group)
-        TokenController(tokenizer: tokenizer, validator: validator, metrics: metrics).addRoutes(to: group)
+        TokenController(tokenizer: tokenizer, validator: validator, metrics: metrics, velocity: velocity).addRoutes(to: group)
         PaymentController(payments: payments, metrics: metrics).addRoutes(to: group)
         SandboxController(payments: payments).addRoutes(to: group)
         CustomerController(customers: customers).addRoutes(to: group)

@@ -38,6 +38,8 @@ public struct SidecarServer: Sendable {
         /// Failed payment attempts a checkout session allows before it is closed
         /// (`SESSION_ATTEMPTS_EXCEEDED`): the limit on card testing through sessions.
         public var sessionMaxAttempts = SessionService.defaultMaxAttempts
+        /// Velocity limits (docs/velocity.md): the defaults unless configured; empty: none.
+        public var velocity = VelocityRule.defaults
         /// A customer reference names at most one customer of the store.
         public var customerReferenceUnique = false
         /// Webhook delivery of events (docs/events.md); nil: events are kept for `GET /v1/events` only.
@@ -101,7 +103,11 @@ public struct SidecarServer: Sendable {
         })
         let fingerprinter = configuration.gatewaySocket.map { GatewayFingerprinter(gatewaySocket: $0) }
         let tokenizer = Tokenizer(store: store, keys: sealing, fingerprinter: fingerprinter, policy: configuration.policy)
-        services.append(TokenSweeper(tokenizer: tokenizer, interval: configuration.sweepInterval, logger: logger, metrics: metrics))
+        let velocity = configuration.velocity.isEmpty
+            ? nil : VelocityLimiter(rules: configuration.velocity, counters: VelocityCounters(database: db), metrics: metrics, logger: logger)
+        var sweeper = TokenSweeper(tokenizer: tokenizer, interval: configuration.sweepInterval, logger: logger, metrics: metrics)
+        sweeper.velocity = velocity
+        services.append(sweeper)
         if fingerprinter != nil {
             services.append(FingerprintFiller(tokenizer: tokenizer, interval: configuration.sweepInterval, logger: logger, metrics: metrics))
         }
@@ -113,9 +119,11 @@ public struct SidecarServer: Sendable {
             }
         }
         let payments = configuration.gatewaySocket.map {
-            PaymentService(
+            var p = PaymentService(
                 tokenizer: tokenizer, payments: paymentStore, gateway: GatewayClient(socketPath: $0), customers: customers, logger: self.logger,
                 metrics: metrics, authorizationTTL: self.configuration.authorizationTTL)
+            p.velocity = velocity
+            return p
         }
         let events = EventStore(database: db)
         let webhookMetrics = WebhookMetrics(registry: metrics.registry)
@@ -138,10 +146,11 @@ public struct SidecarServer: Sendable {
         let mandates = payments.map { MandateService(mandates: customerStore, customers: customers, payments: $0) }
         let readiness = SidecarReadiness.make(
             tokenizer: tokenizer, gateway: configuration.gatewaySocket.map(GatewayClient.init(socketPath:)), logger: logger)
-        SidecarRoutes(
+        var routes = SidecarRoutes(
             tokenizer: tokenizer, metrics: metrics, payments: payments, customers: customers, sessions: sessions, mandates: mandates,
-            readiness: readiness, events: events
-        ).register(on: router)
+            readiness: readiness, events: events)
+        routes.velocity = velocity
+        routes.register(on: router)
         let socketPath = configuration.socketPath, logger = self.logger
         // Last: the first to hear of a graceful shutdown, so its line comes before the drain.
         services.append(ShutdownNotice("vault sidecar", logger: logger))
@@ -154,6 +163,7 @@ public struct SidecarServer: Sendable {
             logger.notice("vault sidecar listening", metadata: [
                 "version": "\(VaultVersion.string)", "socket": "\(socketPath)", "store": "\(storeSummary)", "gateway": "\(gateway)",
                 "primary_kid": "\(keys.primary.kid)", "kids": "\(keys.sealing.statuses.count)", "webhook": "\(webhookSummary)",
+                "velocity_rules": "\(velocity?.rules.count ?? 0)",
             ])
         }
         logger.notice("vault sidecar stopped")

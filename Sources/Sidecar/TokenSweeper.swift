@@ -10,6 +10,8 @@ public struct TokenSweeper: Service {
     let interval: Duration
     let logger: Logger
     let metrics: SidecarMetrics?
+    /// Its counters' old buckets are pruned on every pass.
+    public var velocity: VelocityLimiter?
 
     public init(
         tokenizer: Tokenizer, interval: Duration = .seconds(30), logger: Logger, metrics: SidecarMetrics? = nil
@@ -23,6 +25,7 @@ public struct TokenSweeper: Service {
     /// One pass.
     @discardableResult
     public func sweep() async -> PurgeResult? {
+        await velocity?.prune()
         do {
             let result = try await tokenizer.purgeExpired()
             metrics?.purged(result)

@@ -10,6 +10,8 @@ public struct APIError: HTTPResponseError, Sendable {
     public let status: HTTPResponse.Status
     public let message: String
     public let field: String?
+    /// `Retry-After` seconds of a 429 or 503 (nil: `ConventionsMiddleware.retryAfterSeconds`).
+    public var retryAfter: Int?
 
     /// An error answer with the catalogue's status for `code`.
     public init(_ code: ErrorCode, _ message: String, field: String? = nil) {
@@ -32,10 +34,13 @@ public struct APIError: HTTPResponseError, Sendable {
     /// A vault error with the status its code calls for.
     public init(_ error: VaultError) {
         self.init(error.code, error.message, field: error.field)
+        retryAfter = error.retryAfter
     }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
-        JSONOut.response(status, AnswerJSON.encode(Body(error: .init(code: code.rawValue, message: message, field: field))))
+        var response = JSONOut.response(status, AnswerJSON.encode(Body(error: .init(code: code.rawValue, message: message, field: field))))
+        if let retryAfter { response.headers[.retryAfter] = String(retryAfter) }
+        return response
     }
 
     /// The `Error` schema: `{"error":{"code","message","field"?}}`.

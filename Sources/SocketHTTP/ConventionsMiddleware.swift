@@ -55,7 +55,7 @@ public struct ConventionsMiddleware<Context: RequestContext>: RouterMiddleware {
             throw error
         }
         response.headers[.requestID] = id
-        if response.status == .serviceUnavailable || response.status == .tooManyRequests {
+        if response.status == .serviceUnavailable || response.status == .tooManyRequests, response.headers[.retryAfter] == nil {
             response.headers[.retryAfter] = String(Self.retryAfterSeconds)
         }
         if logRequests { log(request, context: context, matched: matched, status: Int(response.status.code), code: code, since: start) }

@@ -155,6 +155,7 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
     case sessionUsed = "SESSION_USED"
     case sessionAttemptsExceeded = "SESSION_ATTEMPTS_EXCEEDED"
     case sessionBrandNotAccepted = "SESSION_BRAND_NOT_ACCEPTED"
+    case velocityLimit = "VELOCITY_LIMIT"
     case mandateNotFound = "MANDATE_NOT_FOUND"
     case mandateCycleInvalid = "MANDATE_CYCLE_INVALID"
     case mandateCycleNotDue = "MANDATE_CYCLE_NOT_DUE"
@@ -368,6 +369,7 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
         case .sessionUsed: Self.e(409, .failure, "the checkout session was already paid (or is being paid)")
         case .sessionAttemptsExceeded: Self.e(409, .failure, "the checkout session was closed after too many failed attempts")
         case .sessionBrandNotAccepted: Self.e(422, .failure, "the card's brand is not among the session's accepted brands")
+        case .velocityLimit: Self.e(429, .failure, "a velocity limit (sidecar.velocity) was reached: nothing was stored; retry after Retry-After seconds")
         case .mandateNotFound: Self.e(404, .failure, "no mandate with that id")
         case .mandateCycleInvalid: Self.e(422, .failure, "a cycle outside 1…max_cycles")
         case .mandateCycleNotDue: Self.e(422, .failure, "the cycle's date has not come")

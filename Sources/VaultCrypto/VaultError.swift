@@ -13,12 +13,15 @@ public struct VaultError: Error, Sendable, Equatable, CustomStringConvertible {
     public let message: String
     /// The input the error is about, when there is one.
     public let field: String?
+    /// Seconds to wait before retrying, answered as `Retry-After` (`VELOCITY_LIMIT`); nil: the server's usual.
+    public var retryAfter: Int?
 
     /// Makes an error. Never put card data or key bytes in `message`.
-    public init(_ code: Code, _ message: String, field: String? = nil) {
+    public init(_ code: Code, _ message: String, field: String? = nil, retryAfter: Int? = nil) {
         self.code = code
         self.message = message
         self.field = field
+        self.retryAfter = retryAfter
     }
 
     public var description: String { "\(code.rawValue): \(message)" }

@@ -21,7 +21,7 @@ import VaultCrypto
         for code in ErrorCode.allCases {
             #expect(code.rawValue.wholeMatch(of: /[A-Z][A-Z0-9]*(_[A-Z0-9]+)+/) != nil, "\(code)")
             #expect(!code.meaning.isEmpty && !code.meaning.contains("\n"), "\(code)")
-            #expect([400, 403, 404, 405, 409, 410, 413, 415, 422, 502, 503, 504].contains(code.status), "\(code)")
+            #expect([400, 403, 404, 405, 409, 410, 413, 415, 422, 429, 502, 503, 504].contains(code.status), "\(code)")
         }
         for rule in CardRulesError.Code.allCases {
             #expect(ErrorCode(cardRules: rule).rawValue == rule.rawValue)

@@ -24,6 +24,7 @@ struct EventController: Sendable {
     /// The object types events are about, and the prefixes of their ids.
     static let objects: [String: String] = [
         "token": "tok_", "payment": "pay_", "refund": "re_", "customer": "cus_", "instrument": "ins_", "mandate": "man_",
+        "velocity": "vel_",
     ]
 
     var events: EventStore {
@@ -84,7 +85,7 @@ struct EventController: Sendable {
         guard v.utf8.count <= 64, objects.values.contains(where: { v.hasPrefix($0) }),
               v.utf8.allSatisfy({ (48...57).contains($0) || (97...122).contains($0) || $0 == 95 })
         else {
-            throw APIError(.requestFieldInvalid, "object is the id of a token, payment, refund, customer, instrument or mandate", field: "object")
+            throw APIError(.requestFieldInvalid, "object is the id of a token, payment, refund, customer, instrument, mandate or velocity limit event", field: "object")
         }
         return v
     }

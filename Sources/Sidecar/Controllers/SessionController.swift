@@ -91,7 +91,7 @@ struct SessionController: Sendable {
             return (try CardInput.required(found), try RequestFields.idempotencyKey(header: header, body: key))
         }
         let tokenizer = self.tokenizer
-        let (payment, created) = try await service.pay(id, idempotencyKey: key) { () throws(VaultError) in
+        let (payment, created) = try await service.pay(id, idempotencyKey: key, bin: input.bin) { () throws(VaultError) in
             try await input.tokenize(with: tokenizer)
         }
         // A tokenize-only caller (a checkout page's server) learns that the card was declined,

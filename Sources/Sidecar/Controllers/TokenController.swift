@@ -9,6 +9,7 @@ struct TokenController: Sendable {
     let tokenizer: Tokenizer
     let validator: CardValidator
     let metrics: SidecarMetrics
+    var velocity: VelocityLimiter?
 
     static let endpoints: [SidecarEndpoint<Self>] = [
         .init(SidecarRoute(.post, "/v1/tokens", action: "tokenize", access: [.tokenize, .admin])) { c, request, _ in try await c.create(request) },
@@ -53,7 +54,10 @@ struct TokenController: Sendable {
             }
             return (try CardInput.required(found), metadata, format, singleUse, dedupe)
         }
-        let made = try await input.tokenize(with: tokenizer, metadata: metadata, format: format, singleUse: singleUse, dedupe: dedupe)
+        let tokenizer = self.tokenizer
+        let made = try await VelocityLimiter.guarded(velocity, .tokenize, .init(bin: input.bin)) { () throws(VaultError) in
+            try await input.tokenize(with: tokenizer, metadata: metadata, format: format, singleUse: singleUse, dedupe: dedupe)
+        }
         let record = made.record
         if let note = AuditNote.current {
             note.token = record.token
@@ -82,7 +86,7 @@ struct TokenController: Sendable {
 
     /// `{"number":"…","partial":false}` → 200 with what the number is (never an error for a bad number).
     func validate(_ request: Request) async throws -> Response {
-        let info = try await JSONBody.parse(request) { (r: inout JSONReader) throws(VaultError) -> CardNumberInfo in
+        let parsed = try await JSONBody.parse(request) { (r: inout JSONReader) throws(VaultError) -> (SecureBytes, Bool) in
             var number: SecureBytes?
             var partial = false
             try r.readObject { (r, key) throws(VaultError) in
@@ -93,8 +97,13 @@ struct TokenController: Sendable {
                 }
             }
             guard let number else { throw VaultError(.cardFieldMissing, "number is missing", field: "number") }
-            return validate(number, partial: partial)
+            return (number, partial)
         }
+        let (number, partial) = parsed
+        // Validation as the number is typed (`partial`) is not counted; a whole number is (docs/velocity.md).
+        let ticket = partial ? nil : try await velocity?.admit(.validate, .init(bin: number.withUnsafeBytes { VelocityLimiter.bin(of: $0) }))
+        let info = validate(number, partial: partial)
+        if let ticket, !partial, !info.valid { await velocity?.declined(ticket) }
         return JSONOut.response(.ok, info.json)
     }
 
@@ -120,6 +129,14 @@ struct TokenController: Sendable {
 enum CardInput {
     case card(CardData)
     case envelope(CardEnvelope)
+
+    /// The card's first 6 digits (velocity limits by BIN), when it has 6 digits there.
+    var bin: String? {
+        switch self {
+        case .card(let c): c.number.withUnsafeBytes { VelocityLimiter.bin(of: $0) }
+        case .envelope(let e): e.card.bin.count >= 6 ? String(e.card.bin.prefix(6)) : nil
+        }
+    }
 
     /// Reads `card` or `envelope` into `found` (refusing a second one); false for another key.
     /// With `envelopeFieldPrefix`, an envelope's refusal names its field as `envelope.…`.
