@@ -21,13 +21,20 @@ public struct VelocityRule: Sendable, Equatable, CustomStringConvertible {
 
     /// Whether a request of `action` knows a key of `scope`: validate has a number only (its BIN)
     /// and a caller; a tokenize learns the session or customer when it is a session's payment or
-    /// a customer's card; a payment knows all (its token's BIN and fingerprint).
+    /// a customer's card, and the fingerprint once the gateway has answered it; a payment knows
+    /// all (its token's BIN and fingerprint).
     public static func applies(_ scope: Scope, _ action: Action) -> Bool {
         switch action {
         case .validate: scope == .peer || scope == .bin
-        case .tokenize: scope != .fingerprint
-        case .pay: true
+        case .tokenize, .pay: true
         }
+    }
+
+    /// Whether `count` can be counted for `scope` on `action`: a tokenize's fingerprint is known
+    /// only once the card is sealed and valid, so it counts attempts only (a card refused by the
+    /// card rules never reaches the gateway).
+    public static func counts(_ count: Count, _ scope: Scope, _ action: Action) -> Bool {
+        applies(scope, action) && !(action == .tokenize && scope == .fingerprint && count == .declines)
     }
 
     public init(scope: Scope, action: Action, count: Count, limit: Int, window: Int) {
@@ -46,10 +53,10 @@ public struct VelocityRule: Sendable, Equatable, CustomStringConvertible {
               let count = Count(rawValue: names[2]), let limit = Int(amounts[0]), (1...1_000_000).contains(limit),
               let window = Self.seconds(amounts[1]), (1...86_400).contains(window)
         else { throw VaultError(.configInvalid, "\(JSONReader.printable(text)): \(usage); limit 1 to 1000000") }
-        guard Self.applies(scope, action) else {
+        guard Self.counts(count, scope, action) else {
             throw VaultError(
                 .configInvalid,
-                "\(text): a \(action.rawValue) request has no \(scope.rawValue) to count by (validate: peer and bin; tokenize: all but fingerprint, which the gateway gives once the card is sealed; pay: all)")
+                "\(text): a \(action.rawValue) request has no \(scope.rawValue) \(count.rawValue) to count (validate: peer and bin; tokenize: all, fingerprint attempts only, as the gateway gives the fingerprint once the card is sealed and valid; pay: all)")
         }
         self.init(scope: scope, action: action, count: count, limit: limit, window: window)
     }

@@ -68,14 +68,18 @@ public struct Tokenizer: Sendable {
     /// `tokenize(_:metadata:format:)`, of a reusable token when `singleUse` is false (nil: the
     /// policy's). With `dedupe` (a reusable token), an existing reusable token of the same card
     /// (same fingerprint, same expiry, same format) is answered instead of a new one (docs/dedupe.md).
+    /// `fingerprinted`: called with the gateway's fingerprint once it is known and before anything
+    /// is stored (the velocity limits by fingerprint: a throw refuses the tokenize).
     public func tokenize(
-        _ card: CardData, metadata: Metadata = Metadata(), format: TokenFormat? = nil, singleUse: Bool? = nil, dedupe: Bool
+        _ card: CardData, metadata: Metadata = Metadata(), format: TokenFormat? = nil, singleUse: Bool? = nil, dedupe: Bool,
+        fingerprinted: Fingerprinted? = nil
     ) async throws(VaultError) -> Tokenized {
         let t = now()
         let month = CalendarMonth(date: t)
         let envelope = try CardEnvelope.seal(card, to: keys.snapshot.primary, validator: validator, now: month)
         let shape = try cardShape(format, envelope.card, pan: card.number)
-        return try await store(envelope, at: t, sealedHere: true, metadata: metadata, shape: shape, singleUse: singleUse, dedupe: dedupe)
+        return try await store(
+            envelope, at: t, sealedHere: true, metadata: metadata, shape: shape, singleUse: singleUse, dedupe: dedupe, fingerprinted: fingerprinted)
     }
 
     /// Stores an envelope sealed elsewhere (by a caller with the public key).
@@ -93,9 +97,10 @@ public struct Tokenizer: Sendable {
         try await tokenize(envelope: envelope, metadata: metadata, format: format, dedupe: false).record
     }
 
-    /// `tokenize(envelope:metadata:format:)`, with `singleUse` and `dedupe` as for a raw card.
+    /// `tokenize(envelope:metadata:format:)`, with `singleUse`, `dedupe` and `fingerprinted` as for a raw card.
     public func tokenize(
-        envelope: CardEnvelope, metadata: Metadata = Metadata(), format: TokenFormat? = nil, singleUse: Bool? = nil, dedupe: Bool
+        envelope: CardEnvelope, metadata: Metadata = Metadata(), format: TokenFormat? = nil, singleUse: Bool? = nil, dedupe: Bool,
+        fingerprinted: Fingerprinted? = nil
     ) async throws(VaultError) -> Tokenized {
         switch keys.snapshot.statuses[envelope.kid] {
         case nil:
@@ -134,7 +139,8 @@ public struct Tokenizer: Sendable {
             throw VaultError(ErrorCode(cardRules: code), "the card's expiry is not usable", field: "envelope.card.exp_year")
         }
         let shape = try cardShape(format, c, pan: nil)
-        return try await store(envelope, at: t, sealedHere: false, metadata: metadata, shape: shape, singleUse: singleUse, dedupe: dedupe)
+        return try await store(
+            envelope, at: t, sealedHere: false, metadata: metadata, shape: shape, singleUse: singleUse, dedupe: dedupe, fingerprinted: fingerprinted)
     }
 
     /// Whether `text` can name a token: `tok_…`, or a card-shaped token that fails the Luhn check
@@ -247,7 +253,8 @@ public struct Tokenizer: Sendable {
     /// `singleUse`: nil for the policy's. `dedupe`: a reusable token, an existing one of the card
     /// when there is one (`reuse`).
     private func store(
-        _ envelope: CardEnvelope, at t: Date, sealedHere: Bool, metadata: Metadata, shape: CardShape?, singleUse: Bool?, dedupe: Bool
+        _ envelope: CardEnvelope, at t: Date, sealedHere: Bool, metadata: Metadata, shape: CardShape?, singleUse: Bool?, dedupe: Bool,
+        fingerprinted: Fingerprinted?
     ) async throws(VaultError) -> Tokenized {
         if dedupe, fingerprinter == nil {
             throw VaultError(.requestFieldInvalid, "dedupe matches cards by the gateway's fingerprint, and this sidecar has no gateway", field: "dedupe")
@@ -255,6 +262,7 @@ public struct Tokenizer: Sendable {
         let cvc = envelope.fields[.cvc]
         let stored = envelope.droppingCVC()
         let (fingerprint, others) = try await fingerprint(of: stored, refusalIsFinal: !sealedHere)
+        if let fingerprint, let fingerprinted { try await fingerprinted(fingerprint) }
         if dedupe, let fingerprint, let found = try await reuse([fingerprint] + others, stored, cvc: cvc, cardShaped: shape != nil, at: t) {
             return Tokenized(record: found, reused: true)
         }
@@ -361,6 +369,9 @@ public struct Tokenizer: Sendable {
     }
 
 }
+
+/// Told a card's fingerprint during a tokenize, before anything is stored; a throw refuses it.
+public typealias Fingerprinted = @Sendable (String) async throws(VaultError) -> Void
 
 /// What a tokenize answered: the token, and whether it is one that existed already (`dedupe`).
 public struct Tokenized: Sendable, Equatable {

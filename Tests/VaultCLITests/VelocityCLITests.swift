@@ -90,6 +90,24 @@ import Testing
     @Test(.enabled(if: GatewayCLITests.postgresSocket != nil, "needs VAULT_TEST_POSTGRES_SOCKET (scripts/test)"))
     func limitsOnPostgreSQL() throws { try limits(store: GatewayCLITests.postgresStore()) }
 
+    /// By fingerprint on tokenize: counted once the gateway has answered it, refused before anything
+    /// is stored (the card is sealed, the token never made); another card is not limited.
+    @Test func fingerprintLimitsOnTokenize() throws {
+        let s = try Stack()
+        defer { s.stop(s.sidecar); s.stop(s.gateway); removeScratch(s.dir) }
+        try s.startGateway()
+        try s.startSidecar(extra: ["--velocity", "fingerprint:tokenize:attempts=2/1h"])
+        for _ in 1...2 { #expect(try s.curl(s.sidecarSocket, "POST", "/v1/tokens", Self.card("4242 4242 4242 4242")).0 == 201) }
+        let before = try Self.count(s, events: "token.created")
+        let (status, retry) = try Self.retryAfter(s, "POST", "/v1/tokens", Self.card("4242424242424242"))
+        #expect(status == 429 && retry.map { (1...3600).contains($0) } == true, "\(status) \(String(describing: retry))")
+        #expect(try Self.count(s, events: "token.created") == before)
+        let (_, events) = try s.curl(s.sidecarSocket, "GET", "/v1/events?type=velocity.limited")
+        let object = ((Self.json(events)["data"] as? [[String: Any]])?.first?["data"] as? [String: Any])?["object"] as? [String: Any] ?? [:]
+        #expect(object["scope"] as? String == "fingerprint" && (object["key"] as? String)?.hasPrefix("fp1_") == true && !containsPAN(events), "\(events)")
+        #expect(try s.curl(s.sidecarSocket, "POST", "/v1/tokens", Self.card("5555555555554444")).0 == 201)
+    }
+
     /// A window slides: refused with a short window, let through again once `Retry-After` has passed.
     @Test func windowSlides() throws {
         let s = try Stack()
@@ -158,7 +176,7 @@ import Testing
         #expect(off.status == 0 && off.out.contains("sidecar.velocity = off  ["), "\(off.out)\(off.stderr)")
         let two = try check(nil, environment: "session:pay:declines=3/10m,peer:validate:attempts=100/1m")
         #expect(two.status == 0 && two.out.contains("sidecar.velocity = session:pay:declines=3/10m,peer:validate:attempts=100/1m  [VAULT_SIDECAR_VELOCITY]"), "\(two.out)")
-        for bad in ["session:tokenize:attempts", "session:validate:attempts=5/1m", "fingerprint:tokenize:attempts=5/1m", "bin:pay:declines=0/1m",
+        for bad in ["session:tokenize:attempts", "session:validate:attempts=5/1m", "fingerprint:tokenize:declines=5/1m", "bin:pay:declines=0/1m",
                     "bin:pay:declines=5/2d", "card:pay:declines=5/1m", "bin:pay:tries=5/1m"] {
             let r = try check([bad])
             #expect(r.status != 0 && r.stderr.contains("CONFIG_INVALID") && r.stderr.contains("sidecar.velocity"), "\(bad): \(r.stderr)")

@@ -54,9 +54,17 @@ struct TokenController: Sendable {
             }
             return (try CardInput.required(found), metadata, format, singleUse, dedupe)
         }
-        let tokenizer = self.tokenizer
+        let tokenizer = self.tokenizer, velocity = self.velocity
+        // The fingerprint's limits once the gateway has answered it (before anything is stored).
+        var fingerprinted: Fingerprinted?
+        if let limiter = velocity {
+            fingerprinted = { (fp: String) async throws(VaultError) -> Void in
+                _ = try await limiter.admit(.tokenize, VelocityLimiter.Keys(fingerprint: fp, peer: nil))
+            }
+        }
         let made = try await VelocityLimiter.guarded(velocity, .tokenize, .init(bin: input.bin)) { () throws(VaultError) in
-            try await input.tokenize(with: tokenizer, metadata: metadata, format: format, singleUse: singleUse, dedupe: dedupe)
+            try await input.tokenize(
+                with: tokenizer, metadata: metadata, format: format, singleUse: singleUse, dedupe: dedupe, fingerprinted: fingerprinted)
         }
         let record = made.record
         if let note = AuditNote.current {
@@ -161,16 +169,21 @@ enum CardInput {
 
     /// The token for this card, of `format` (nil: the sidecar's `token_format`).
     func tokenize(with tokenizer: Tokenizer, metadata: Metadata = Metadata(), format: TokenFormat? = nil) async throws(VaultError) -> TokenRecord {
-        try await tokenize(with: tokenizer, metadata: metadata, format: format, singleUse: nil, dedupe: false).record
+        try await tokenize(with: tokenizer, metadata: metadata, format: format, singleUse: nil, dedupe: false, fingerprinted: nil).record
     }
 
     /// The token for this card, reusable when `singleUse` is false (nil: the sidecar's policy);
     /// with `dedupe`, an existing reusable token of the card when there is one.
-    func tokenize(with tokenizer: Tokenizer, metadata: Metadata, format: TokenFormat?, singleUse: Bool?, dedupe: Bool) async throws(VaultError) -> Tokenized {
+    /// `fingerprinted`: told the gateway's fingerprint before anything is stored (velocity limits).
+    func tokenize(
+        with tokenizer: Tokenizer, metadata: Metadata, format: TokenFormat?, singleUse: Bool?, dedupe: Bool, fingerprinted: Fingerprinted?
+    ) async throws(VaultError) -> Tokenized {
         switch self {
-        case .card(let card): try await tokenizer.tokenize(card, metadata: metadata, format: format, singleUse: singleUse, dedupe: dedupe)
+        case .card(let card):
+            try await tokenizer.tokenize(card, metadata: metadata, format: format, singleUse: singleUse, dedupe: dedupe, fingerprinted: fingerprinted)
         case .envelope(let envelope):
-            try await tokenizer.tokenize(envelope: envelope, metadata: metadata, format: format, singleUse: singleUse, dedupe: dedupe)
+            try await tokenizer.tokenize(
+                envelope: envelope, metadata: metadata, format: format, singleUse: singleUse, dedupe: dedupe, fingerprinted: fingerprinted)
         }
     }
 }
