@@ -320,7 +320,20 @@ public struct PaymentService: Sendable {
             if case .refused(let code, let message) = error { throw VaultError(code, message) }
             throw VaultError(.gatewayUnavailable, "\(error.reason); the payment still waits for 3-D Secure")
         }
-        return try await record(outcome, for: p)
+        let done = try await record(outcome, for: p)
+        // A decline after the challenge counts as the payment's decline would have (docs/velocity.md).
+        if done.status == .declined, let velocity { await velocity.declined(velocity.ticket(.pay, await declineKeys(of: p))) }
+        return done
+    }
+
+    /// What a payment's decline counts by, read again at `confirm`: its card's BIN and fingerprint
+    /// (the token's, or the instrument's and its customer). The session is not known here.
+    func declineKeys(of p: PaymentRecord) async -> VelocityLimiter.Keys {
+        if p.token.hasPrefix("ins_"), let instrument = try? await customers?.customers.instrument(p.token) {
+            return .init(bin: instrument.envelope.card.bin, fingerprint: instrument.envelope.card.fingerprint, customer: instrument.customer)
+        }
+        let token = try? await tokenizer.store.get(p.token, now: now())
+        return .init(bin: token?.card.bin, fingerprint: token?.fingerprint)
     }
 
     /// The gateway's recorded outcome of a payment, recorded here too when it is final.

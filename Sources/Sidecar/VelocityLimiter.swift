@@ -91,6 +91,15 @@ public struct VelocityLimiter: Sendable {
         return Ticket(declines: declines)
     }
 
+    /// The decline counters of a request of `action` with `keys` that was let through earlier (a
+    /// payment declined at `confirm`, after its 3-D Secure challenge): nothing is checked or
+    /// counted here; `declined` counts them.
+    public func ticket(_ action: VelocityRule.Action, _ keys: Keys) -> Ticket {
+        Ticket(declines: rules.compactMap { r in
+            r.action == action && r.count == .declines ? keys.key(r.scope).map { counter(r, $0) } : nil
+        })
+    }
+
     /// Counts a declined request (a card refused as invalid, a processor decline). A store error is
     /// logged, not answered: the request's own outcome stands.
     public func declined(_ ticket: Ticket) async {

@@ -108,6 +108,24 @@ import Testing
         #expect(try s.curl(s.sidecarSocket, "POST", "/v1/tokens", Self.card("5555555555554444")).0 == 201)
     }
 
+    /// A decline after a 3-D Secure challenge, at `confirm`, counts as the payment's decline: the
+    /// card's next payment is refused.
+    @Test func aDeclineAtConfirmIsCounted() throws {
+        let s = try Stack()
+        defer { s.stop(s.sidecar); s.stop(s.gateway); removeScratch(s.dir) }
+        try s.startGateway()
+        try s.startSidecar(extra: ["--velocity", "fingerprint:pay:declines=1/1h"])
+        let (_, json, body) = try s.pay(try s.tokenize("4000000000003220"), key: "3ds-1")
+        let id = try #require(json["id"] as? String, "\(body)")
+        let url = try #require((json["next_action"] as? [String: Any])?["challenge_url"] as? String)
+        let (_, acsBody) = try s.curl(s.sidecarSocket, "POST", url, #"{"action":"FAILURE"}"#)
+        let jwt = try #require(Self.json(acsBody)["three_ds_result"] as? String)
+        let (_, confirmed) = try s.curl(s.sidecarSocket, "POST", "/v1/payments/\(id)/confirm", #"{"three_ds_result":"\#(jwt)"}"#)
+        #expect(Self.json(confirmed)["status"] as? String == "declined", "\(confirmed)")
+        let (again, _, againBody) = try s.pay(try s.tokenize("4000000000003220"), key: "3ds-2")
+        #expect(again == 429 && againBody.contains("VELOCITY_LIMIT"), "\(againBody)")
+    }
+
     /// A window slides: refused with a short window, let through again once `Retry-After` has passed.
     @Test func windowSlides() throws {
         let s = try Stack()
