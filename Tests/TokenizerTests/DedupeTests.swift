@@ -17,13 +17,25 @@ import VaultOpen
             cvc: cvc.map { SecureBytes(Array($0.utf8)) })
     }
 
+    /// A store of `backend`, a gateway zone on disk (real key files) and a tokenizer over both.
+    static func setUp(_ backend: Backend) async throws -> (StoreHarness, FingerprintRotationTests.Zone, Tokenizer) {
+        let h = try await backend.make()
+        let zone = try FingerprintRotationTests.Zone()
+        return (h, zone, Tokenizer(store: h.store, primaryKey: zone.publicKey, fingerprinter: zone.fingerprinter))
+    }
+
+    /// The envelope an attach stores: the token's, carrying the gateway's fingerprint.
+    func sealed(_ tokenizer: Tokenizer, _ number: String, month: Int = 12, year: Int = 2030) async throws -> CardEnvelope {
+        let r = try await tokenizer.tokenize(card(number, month: month, year: year))
+        var e = r.envelope
+        e.card.fingerprint = r.fingerprint
+        return e
+    }
+
     @Test(arguments: Backend.available)
     func tokenizeAnswersTheExistingReusableTokenOfTheSameCard(_ backend: Backend) async throws {
-        let h = try await backend.make()
-        defer { Task { await h.cleanup() } }
-        let zone = try FingerprintRotationTests.Zone()
-        defer { try? FileManager.default.removeItem(atPath: zone.dir) }
-        let tokenizer = Tokenizer(store: h.store, primaryKey: zone.publicKey, fingerprinter: zone.fingerprinter)
+        let (h, zone, tokenizer) = try await Self.setUp(backend)
+        defer { Task { await h.cleanup() }; try? FileManager.default.removeItem(atPath: zone.dir) }
         let visa = "4242424242424242"
 
         let first = try await tokenizer.tokenize(card(visa), dedupe: true)
@@ -94,11 +106,8 @@ import VaultOpen
 
     @Test(arguments: Backend.available)
     func dedupeFindsTheCardAcrossAFingerprintKeyRotation(_ backend: Backend) async throws {
-        let h = try await backend.make()
-        defer { Task { await h.cleanup() } }
-        let zone = try FingerprintRotationTests.Zone()
-        defer { try? FileManager.default.removeItem(atPath: zone.dir) }
-        let tokenizer = Tokenizer(store: h.store, primaryKey: zone.publicKey, fingerprinter: zone.fingerprinter)
+        let (h, zone, tokenizer) = try await Self.setUp(backend)
+        defer { Task { await h.cleanup() }; try? FileManager.default.removeItem(atPath: zone.dir) }
         let visa = "4111111111111111"
         let underA = try await tokenizer.tokenize(card(visa), dedupe: true).record
         // B added and promoted: the gateway answers B's fingerprint first, A's beside it.
@@ -115,22 +124,15 @@ import VaultOpen
 
     @Test(arguments: Backend.available)
     func attachingACardTheCustomerHoldsAnswersItsInstrument(_ backend: Backend) async throws {
-        let h = try await backend.make()
-        defer { Task { await h.cleanup() } }
-        let zone = try FingerprintRotationTests.Zone()
-        defer { try? FileManager.default.removeItem(atPath: zone.dir) }
-        let tokenizer = Tokenizer(store: h.store, primaryKey: zone.publicKey, fingerprinter: zone.fingerprinter)
+        let (h, zone, tokenizer) = try await Self.setUp(backend)
+        defer { Task { await h.cleanup() }; try? FileManager.default.removeItem(atPath: zone.dir) }
         let customers = try await h.customers()
         let alice = CustomerRecord(id: RandomID.make(prefix: "cus_"), reference: nil, createdAt: Date())
         let bob = CustomerRecord(id: RandomID.make(prefix: "cus_"), reference: nil, createdAt: Date())
         try await customers.create(alice)
         try await customers.create(bob)
-        /// The envelope an attach stores: the token's, carrying the gateway's fingerprint.
         func sealed(_ number: String, month: Int = 12, year: Int = 2030) async throws -> CardEnvelope {
-            let r = try await tokenizer.tokenize(card(number, month: month, year: year))
-            var e = r.envelope
-            e.card.fingerprint = r.fingerprint
-            return e
+            try await self.sealed(tokenizer, number, month: month, year: year)
         }
         let visa = "4242424242424242"
         let events = { () async throws -> [String] in try await EventOutboxTests.events(h.db).map(\.type).filter { $0.hasPrefix("instrument.") } }
@@ -200,20 +202,14 @@ import VaultOpen
 
     @Test(arguments: Backend.available)
     func concurrentAttachesOfOneCardStoreOneInstrument(_ backend: Backend) async throws {
-        let h = try await backend.make()
-        defer { Task { await h.cleanup() } }
-        let zone = try FingerprintRotationTests.Zone()
-        defer { try? FileManager.default.removeItem(atPath: zone.dir) }
-        let tokenizer = Tokenizer(store: h.store, primaryKey: zone.publicKey, fingerprinter: zone.fingerprinter)
+        let (h, zone, tokenizer) = try await Self.setUp(backend)
+        defer { Task { await h.cleanup() }; try? FileManager.default.removeItem(atPath: zone.dir) }
         let customers = try await h.customers()
         let c = CustomerRecord(id: RandomID.make(prefix: "cus_"), reference: nil, createdAt: Date())
         try await customers.create(c)
         var envelopes: [CardEnvelope] = []
         for _ in 0..<8 {
-            let r = try await tokenizer.tokenize(card("4242424242424242"))
-            var e = r.envelope
-            e.card.fingerprint = r.fingerprint
-            envelopes.append(e)
+            envelopes.append(try await sealed(tokenizer, "4242424242424242"))
         }
         let outcomes = try await withThrowingTaskGroup(of: AttachOutcome.self) { group in
             for e in envelopes {
