@@ -53,11 +53,29 @@ struct ImportRow {
         return Int(t)
     }
 
-    /// Metadata as the token keeps it.
-    /// - Throws: `METADATA_INVALID` for a value over the limit.
+    /// Metadata as the token keeps it, under the rules `POST /v1/tokens` applies (README
+    /// "Metadata"): never a card number, no control characters, keys of 1 to 40 characters, values
+    /// of at most 500, at most 50 pairs.
+    /// - Throws: `REQUEST_FIELD_CARD_NUMBER` (never echoing it), `METADATA_INVALID`; the line is rejected.
     func tokenMetadata() throws(VaultError) -> Metadata {
-        for (key, value) in metadata where value.utf8.count > Metadata.maxValueLength {
-            throw VaultError(.metadataInvalid, "a metadata value is longer than \(Metadata.maxValueLength) bytes", field: "metadata." + key)
+        let isControl = { (u: Unicode.Scalar) in u.value < 0x20 || u.value == 0x7F }
+        guard metadata.count <= Metadata.maxKeys else {
+            throw VaultError(.metadataInvalid, "metadata has at most \(Metadata.maxKeys) keys", field: "metadata")
+        }
+        for (key, value) in metadata {
+            let field = "metadata." + key
+            guard !key.isEmpty, key.count <= Metadata.maxKeyLength, !key.unicodeScalars.contains(where: isControl) else {
+                throw VaultError(.metadataInvalid, "a metadata key is 1 to \(Metadata.maxKeyLength) characters, no control characters", field: "metadata")
+            }
+            guard !CardNumberScanner.containsCardNumber(value), !CardNumberScanner.containsCardNumber(key) else {
+                throw VaultError(.requestFieldCardNumber, "\(field) looks like it holds a card number; card numbers go only in the number column", field: field)
+            }
+            guard value.count <= Metadata.maxValueLength else {
+                throw VaultError(.metadataInvalid, "a metadata value is at most \(Metadata.maxValueLength) characters", field: field)
+            }
+            guard !value.unicodeScalars.contains(where: isControl) else {
+                throw VaultError(.metadataInvalid, "\(field) has no control characters (U+0000 to U+001F, U+007F)", field: field)
+            }
         }
         return Metadata(metadata).droppingEmptyValues
     }
