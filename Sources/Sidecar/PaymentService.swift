@@ -329,6 +329,8 @@ public struct PaymentService: Sendable {
     /// What a payment's decline counts by, read again at `confirm`: its card's BIN and fingerprint
     /// (the token's, or the instrument's and its customer). The session is not known here.
     func declineKeys(of p: PaymentRecord) async -> VelocityLimiter.Keys {
+        // A mandate's cycle is never counted (no card tester makes one), at confirm neither.
+        if p.request.hasPrefix("mandate=") { return .init(peer: nil) }
         if p.token.hasPrefix("ins_"), let instrument = try? await customers?.customers.instrument(p.token) {
             return .init(bin: instrument.envelope.card.bin, fingerprint: instrument.envelope.card.fingerprint, customer: instrument.customer)
         }

@@ -91,7 +91,7 @@ public struct SessionService: Sendable {
     /// `maxAttempts` attempts have failed, then the session is closed
     /// (`SESSION_ATTEMPTS_EXCEEDED`). The key lives in the session's own scope.
     public func pay(
-        _ id: String, idempotencyKey: String, bin: String? = nil, tokenize: () async throws(VaultError) -> TokenRecord
+        _ id: String, idempotencyKey: String, bin: String? = nil, tokenize: (Fingerprinted?) async throws(VaultError) -> TokenRecord
     ) async throws(VaultError) -> (PaymentRecord, Bool) {
         let s = try await session(id)
         guard let currency = Currency(s.currency) else { throw VaultError(.currencyInvalid, "the session's currency is not valid") }
@@ -106,17 +106,29 @@ public struct SessionService: Sendable {
         guard now() < s.expiresAt else { throw VaultError(.sessionExpired, "this checkout session has expired") }
         try refuseIfExhausted(s)
         guard s.status == .open else { throw VaultError(.sessionUsed, "this checkout session was already used") }
+        // Once the gateway has fingerprinted the card, before it is stored: the fingerprint's
+        // tokenize limits, and every limit of the payment to come (checked, counted when it is made).
+        var fingerprinted: Fingerprinted?
+        if let limiter = velocity {
+            let customer = s.customer
+            fingerprinted = { (fp: String) async throws(VaultError) -> Void in
+                _ = try await limiter.admit(.tokenize, VelocityLimiter.Keys(fingerprint: fp, peer: nil))
+                _ = try await limiter.admit(.pay, VelocityLimiter.Keys(session: id, bin: bin, fingerprint: fp, customer: customer), count: false)
+            }
+        }
         let token: TokenRecord
-        do throws(VaultError) { token = try await tokenize() } catch {
+        do throws(VaultError) { token = try await tokenize(fingerprinted) } catch {
             if let ticket, VelocityLimiter.isCardDecline(error.code) { await velocity?.declined(ticket) }
             throw error
         }
         guard s.acceptedBrands.isEmpty || s.acceptedBrands.contains(token.card.brand.rawValue) else {
             _ = try? await tokenizer.store.delete(token.token)
+            tokenizer.dropCVC(token.token)
             throw VaultError(.sessionBrandNotAccepted, "this session accepts \(s.acceptedBrands.joined(separator: ", ")) only")
         }
         guard try await store({ () throws(StoreError) in try await sessions.transitionSession(id, from: .open, to: .paying, paymentID: nil) }) else {
             _ = try? await tokenizer.store.delete(token.token)
+            tokenizer.dropCVC(token.token)
             if let fresh = try? await sessions.session(id) { try refuseIfExhausted(fresh) }
             throw VaultError(.sessionUsed, "this checkout session was already used")
         }
@@ -138,8 +150,12 @@ public struct SessionService: Sendable {
                 _ = try? await sessions.failSessionAttempt(id, maxAttempts: maxAttempts)
             } else {
                 // Nothing of this attempt reached a processor: not counted. Refused by the
-                // payment's velocity limits (its card's fingerprint, known only now): the token goes too.
-                if error.code == .velocityLimit { _ = try? await tokenizer.store.delete(token.token) }
+                // payment's velocity limits (checked before the token was stored; a window filled
+                // by requests in flight meanwhile): the token goes too.
+                if error.code == .velocityLimit {
+                    _ = try? await tokenizer.store.delete(token.token)
+                    tokenizer.dropCVC(token.token)
+                }
                 _ = try? await sessions.transitionSession(id, from: .paying, to: .open, paymentID: nil)
             }
             throw error

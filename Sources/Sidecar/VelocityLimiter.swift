@@ -62,9 +62,10 @@ public struct VelocityLimiter: Sendable {
         .init(scope: rule.scope.rawValue, key: key, action: rule.action.rawValue, kind: kind ?? rule.count.rawValue, width: rule.bucketWidth)
     }
 
-    /// Checks the request against the rules of `action`, and counts it as an attempt.
+    /// Checks the request against the rules of `action`, and counts it as an attempt (unless
+    /// `count` is false: a check ahead of the request, which is counted when it is made).
     /// - Throws: `VELOCITY_LIMIT` (with `retryAfter`) over a limit; store codes.
-    public func admit(_ action: VelocityRule.Action, _ keys: Keys) async throws(VaultError) -> Ticket {
+    public func admit(_ action: VelocityRule.Action, _ keys: Keys, count: Bool = true) async throws(VaultError) -> Ticket {
         let applicable = rules.compactMap { r in r.action == action ? keys.key(r.scope).map { (r, $0) } : nil }
         guard !applicable.isEmpty else { return .none }
         let t = Int64(now().timeIntervalSince1970.rounded(.down))
@@ -75,17 +76,23 @@ public struct VelocityLimiter: Sendable {
         }
         let buckets: [VelocityCounters.Counter: [(bucket: Int64, count: Int)]]
         do throws(StoreError) { buckets = try await counters.buckets(since) } catch { throw VaultError(store: error) }
+        // Over several limits at once: refused by the one that lets a request through last, so
+        // that a client retrying after `Retry-After` is not refused by another.
+        var over: (rule: VelocityRule, key: String, window: [(bucket: Int64, count: Int)], total: Int, retry: Int)?
         for (rule, key) in applicable {
             let from = VelocityCounters.bucket(t, width: rule.bucketWidth) - Int64((rule.bucketCount - 1) * rule.bucketWidth)
             let window = (buckets[counter(rule, key)] ?? []).filter { $0.bucket >= from }.sorted { $0.bucket < $1.bucket }
             let total = window.reduce(0) { $0 + $1.count }
-            if total >= rule.limit { try await refuse(rule, key: key, window: window, total: total, now: t) }
+            guard total >= rule.limit else { continue }
+            let retry = Self.retryAfter(rule, window: window, total: total, now: t)
+            if retry > over?.retry ?? 0 { over = (rule, key, window, total, retry) }
         }
+        if let over { try await refuse(over.rule, key: over.key, window: over.window, total: over.total, now: t) }
         var attempts: [VelocityCounters.Counter] = [], declines: [VelocityCounters.Counter] = []
         for (rule, key) in applicable {
             if rule.count == .attempts { attempts.append(counter(rule, key)) } else { declines.append(counter(rule, key)) }
         }
-        if !attempts.isEmpty {
+        if count, !attempts.isEmpty {
             do throws(StoreError) { try await counters.add(attempts, now: t) } catch { throw VaultError(store: error) }
         }
         return Ticket(declines: declines)
@@ -147,10 +154,8 @@ public struct VelocityLimiter: Sendable {
         return digits.count == 6 ? String(decoding: digits, as: UTF8.self) : nil
     }
 
-    /// 429: the metric, the event once per rule, key and bucket, and the error with its `Retry-After`
-    /// (seconds until enough of the window's oldest buckets have left it to let one more request through).
-    func refuse(_ rule: VelocityRule, key: String, window: [(bucket: Int64, count: Int)], total: Int, now t: Int64) async throws(VaultError) -> Never {
-        metrics?.velocityRefused(scope: rule.scope.rawValue, action: rule.action.rawValue)
+    /// Seconds until enough of the window's oldest buckets have left it to let one more request through (1 at least).
+    static func retryAfter(_ rule: VelocityRule, window: [(bucket: Int64, count: Int)], total: Int, now t: Int64) -> Int {
         var left = total, retry = Int64(rule.window)
         for b in window {
             left -= b.count
@@ -159,12 +164,19 @@ public struct VelocityLimiter: Sendable {
                 break
             }
         }
-        let retryAfter = Int(max(1, retry))
+        return Int(max(1, retry))
+    }
+
+    /// 429: the metric, the event once per rule, key and bucket, and the error with its `Retry-After`
+    /// (seconds until enough of the window's oldest buckets have left it to let one more request through).
+    func refuse(_ rule: VelocityRule, key: String, window: [(bucket: Int64, count: Int)], total: Int, now t: Int64) async throws(VaultError) -> Never {
+        metrics?.velocityRefused(scope: rule.scope.rawValue, action: rule.action.rawValue)
+        let retryAfter = Self.retryAfter(rule, window: window, total: total, now: t)
         // The event: once per rule, key and bucket across sidecars (the store's count of refusals
         // decides), asked once per process.
         let firstHere = refused.first("\(rule)|\(key)|\(VelocityCounters.bucket(t, width: rule.bucketWidth))")
         var refusals: [VelocityCounters.Counter: Int]?
-        if firstHere { refusals = try? await counters.add([counter(rule, key, kind: "refusals")], now: t) }
+        if firstHere { refusals = try? await counters.add([counter(rule, key, kind: "refusals:\(rule.count.rawValue):\(rule.window)")], now: t) }
         if refusals?.values.first == 1 {
             let id = RandomID.make(prefix: "vel_")
             let data = AnswerJSON.encode(LimitedEvent(

@@ -91,8 +91,8 @@ struct SessionController: Sendable {
             return (try CardInput.required(found), try RequestFields.idempotencyKey(header: header, body: key))
         }
         let tokenizer = self.tokenizer
-        let (payment, created) = try await service.pay(id, idempotencyKey: key, bin: input.bin) { () throws(VaultError) in
-            try await input.tokenize(with: tokenizer)
+        let (payment, created) = try await service.pay(id, idempotencyKey: key, bin: input.bin) { (fingerprinted) throws(VaultError) in
+            try await input.tokenize(with: tokenizer, metadata: Metadata(), format: nil, singleUse: nil, dedupe: false, fingerprinted: fingerprinted).record
         }
         // A tokenize-only caller (a checkout page's server) learns that the card was declined,
         // not why: the precise code stays on the payment, for pay/admin callers.
