@@ -207,8 +207,8 @@ public struct VelocityLimiter: Sendable {
 
     /// Deletes the buckets no rule's window reaches any more (the sweeper's, every pass).
     public func prune() async {
-        guard let longest = rules.map({ $0.bucketCount * $0.bucketWidth + $0.bucketWidth }).max() else { return }
-        do throws(StoreError) { try await counters.prune(before: Int64(now().timeIntervalSince1970) - Int64(longest)) } catch {
+        guard !rules.isEmpty else { return }
+        do throws(StoreError) { try await counters.prune(now: Int64(now().timeIntervalSince1970)) } catch {
             logger.warning("velocity: pruning failed", metadata: ["error": "\(error.code)"])
         }
     }

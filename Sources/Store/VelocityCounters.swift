@@ -73,9 +73,11 @@ public struct VelocityCounters: Sendable {
         return out
     }
 
-    /// Deletes the buckets that started before `cutoff` (Unix seconds): no window reaches them.
-    public func prune(before cutoff: Int64) async throws(StoreError) {
-        try await db.write("DELETE FROM vault_velocity WHERE bucket < ?", [cutoff])
+    /// Deletes the buckets no window can reach at `now` (Unix seconds), whatever the rules of the
+    /// sidecar asking: a window spans at most 10 buckets of its width, so a bucket older than 11
+    /// widths is dead (sidecars sharing the store with other rules keep theirs).
+    public func prune(now: Int64) async throws(StoreError) {
+        try await db.write("DELETE FROM vault_velocity WHERE bucket < ? - 11 * width", [now])
     }
 
     /// Writes a `velocity.limited` event (docs/events.md) with `data`, a JSON object (the refused

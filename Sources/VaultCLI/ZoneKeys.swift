@@ -49,6 +49,7 @@ struct OutputFile {
     let path: String
     let temporary: String
     let fd: Int32
+    let refuseExisting: Bool
 
     /// - Throws: `OUTPUT_FILE_EXISTS` when `refuseExisting` and `path` exists; `IO_ERROR`.
     init(_ path: String, refuseExisting: Bool) throws(VaultError) {
@@ -56,19 +57,32 @@ struct OutputFile {
             throw VaultError(.outputFileExists, "\(path) exists: it is not overwritten", field: "--out")
         }
         self.path = path
+        self.refuseExisting = refuseExisting
         temporary = path + ".partial-\(getpid())"
-        fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        // O_EXCL: never a file someone made under that name beforehand.
+        fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else { throw VaultError(.ioError, "cannot create \(temporary)", field: "--out") }
         fchmod(fd, 0o600)
     }
 
     func write(_ text: String) throws(VaultError) { try StandardIO.write(fd: fd, text) }
 
-    /// Syncs, closes and renames the file into place.
+    /// Syncs, closes and moves the file into place: with `refuseExisting`, by a hard link that
+    /// fails if `path` appeared meanwhile (never overwritten), otherwise by a rename over it.
     func commit() throws(VaultError) {
         fsync(fd)
         close(fd)
-        guard rename(temporary, path) == 0 else { throw VaultError(.ioError, "cannot rename \(temporary) to \(path)", field: "--out") }
+        guard refuseExisting else {
+            guard rename(temporary, path) == 0 else { throw VaultError(.ioError, "cannot rename \(temporary) to \(path)", field: "--out") }
+            return
+        }
+        guard link(temporary, path) == 0 else {
+            let exists = errno == EEXIST
+            unlink(temporary)
+            if exists { throw VaultError(.outputFileExists, "\(path) exists: it is not overwritten", field: "--out") }
+            throw VaultError(.ioError, "cannot move \(temporary) to \(path)", field: "--out")
+        }
+        unlink(temporary)
     }
 
     /// Closes and removes the unfinished file.
