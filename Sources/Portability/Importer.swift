@@ -253,9 +253,7 @@ public struct Importer: Sendable {
     static func existingReusableTokens(_ fingerprints: [String], in db: Database, now: Date) async throws(StoreError) -> [String: String] {
         var found: [String: String] = [:]
         let unique = Array(Set(fingerprints))
-        let exp = { (key: String) in
-            db.dialect.backend == .sqlite ? "CAST(json_extract(envelope, '$.card.\(key)') AS INTEGER)" : "CAST((envelope::jsonb) #>> '{card,\(key)}' AS INTEGER)"
-        }
+        let exp = { (key: String) in "CAST(\(db.dialect.envelopeCardField("envelope", key)) AS INTEGER)" }
         for start in stride(from: 0, to: unique.count, by: 500) {
             let part = Array(unique[start..<min(unique.count, start + 500)])
             let rows = try await db.query(

@@ -348,6 +348,12 @@ public struct Dialect: Sendable {
     public func jsonText(_ column: String, _ key: String) -> String {
         backend == .sqlite ? "json_extract(\(column), '$.\(key)')" : "((\(column))::jsonb)->>'\(key)'"
     }
+
+    /// The value at `card.<key>` of an envelope JSON column (`card.exp_month`…): text on
+    /// PostgreSQL, the JSON value on SQLite (`CAST … AS INTEGER` compares both as numbers).
+    public func envelopeCardField(_ column: String, _ key: String) -> String {
+        backend == .sqlite ? "json_extract(\(column), '$.card.\(key)')" : "((\(column))::jsonb #>> '{card,\(key)}')"
+    }
 }
 
 /// A lock that async tasks wait for without blocking a thread; handed over in arrival order.

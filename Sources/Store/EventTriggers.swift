@@ -201,10 +201,7 @@ struct EventRule: Sendable {
         table: "vault_instruments", operation: .update, objectType: "instrument", idColumn: "id",
         condition: { d in
             ["exp_month", "exp_year"].map { key in
-                let path = { (r: String) in
-                    d.backend == .sqlite ? "json_extract(\(r).envelope, '$.card.\(key)')" : "((\(r).envelope)::jsonb #>> '{card,\(key)}')"
-                }
-                return d.distinct(path("OLD"), path("NEW"))
+                d.distinct(d.envelopeCardField("OLD.envelope", key), d.envelopeCardField("NEW.envelope", key))
             }.joined(separator: " OR ")
         },
         type: "'instrument.updated'", data: instrumentData)

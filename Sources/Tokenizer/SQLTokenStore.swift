@@ -84,9 +84,7 @@ public final class SQLTokenStore: TokenStore {
         var names: [String] = []
         for fp in fingerprints { for c in try await FingerprintLinks.candidates(of: fp, in: db) where !names.contains(c) { names.append(c) } }
         let (match, candidates) = FingerprintLinks.filter("fingerprint", names)
-        let exp = { (key: String) in
-            self.db.dialect.backend == .sqlite ? "CAST(json_extract(envelope, '$.card.\(key)') AS INTEGER)" : "CAST((envelope::jsonb) #>> '{card,\(key)}' AS INTEGER)"
-        }
+        let exp = { (key: String) in "CAST(\(self.db.dialect.envelopeCardField("envelope", key)) AS INTEGER)" }
         let rows = try await db.query("""
             SELECT \(StoredToken.selectColumns) FROM vault_tokens
             WHERE \(match) AND single_use = ? AND expires_at > ? AND token \(cardShaped ? "NOT LIKE" : "LIKE") 'tok\\_%' ESCAPE '\\'
