@@ -100,6 +100,39 @@ struct VelocityTests {
         #expect(await Self.refusal { () throws(VaultError) in _ = try await limiter.admit(.tokenize, .init(bin: "411111")) }?.code == .velocityLimit)
     }
 
+    /// Over two limits at once, the answer is the later `Retry-After` (a client waiting the first
+    /// would be refused by the second).
+    @Test func severalLimitsAnswerTheLongestWait() async throws {
+        let clock = Clock(1_800_000_000)
+        let (limiter, _, path) = try await Self.limiter(["peer:validate:attempts=1/10s", "peer:validate:declines=1/20s"], clock: clock)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let keys = VelocityLimiter.Keys(peer: 7)
+        await limiter.declined(try await limiter.admit(.validate, keys))   // t = 0: an attempt, declined
+        clock.advance(5)
+        // Attempts free a place at 10 s (5 s from now), declines at 20 s (15 s): 15 s, the declines rule.
+        let refused = await Self.refusal { () throws(VaultError) in _ = try await limiter.admit(.validate, keys) }
+        #expect(refused?.retryAfter == 15 && refused?.message.contains("declines") == true, "\(String(describing: refused))")
+    }
+
+    /// Each rule writes its own `velocity.limited` event, also when two rules count the same
+    /// scope, action and bucket width and refuse in the same bucket.
+    @Test func eachRuleWritesItsOwnEvent() async throws {
+        let clock = Clock(1_800_000_000)
+        let (limiter, db, path) = try await Self.limiter(["peer:validate:declines=1/100s", "peer:validate:attempts=2/100s"], clock: clock)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let keys = VelocityLimiter.Keys(peer: 7)
+        let first = try await limiter.admit(.validate, keys)
+        _ = try await limiter.admit(.validate, keys)
+        clock.advance(1)
+        #expect(await Self.refusal { () throws(VaultError) in _ = try await limiter.admit(.validate, keys) }?.message.contains("attempts") == true)
+        await limiter.declined(first)
+        clock.advance(1)
+        // Both over now, with the same wait: the first rule listed (declines) answers, and writes its event.
+        #expect(await Self.refusal { () throws(VaultError) in _ = try await limiter.admit(.validate, keys) }?.message.contains("declines") == true)
+        let events = try await db.query("SELECT data FROM vault_events WHERE type = 'velocity.limited' ORDER BY seq").map { try $0.string(0) }
+        #expect(events.count == 2 && events[0].contains(#""count":"attempts""#) && events[1].contains(#""count":"declines""#), "\(events)")
+    }
+
     @Test func oldBucketsArePruned() async throws {
         let clock = Clock(1_800_000_000)
         let (limiter, db, path) = try await Self.limiter(["peer:validate:attempts=5/1m"], clock: clock)
@@ -109,6 +142,24 @@ struct VelocityTests {
         #expect(try await db.query("SELECT COUNT(*) FROM vault_velocity")[0].int(0) == 1)
         clock.advance(120)
         await limiter.prune()
+        #expect(try await db.query("SELECT COUNT(*) FROM vault_velocity")[0].int(0) == 0)
+    }
+
+    /// A sidecar prunes by each bucket's own width: another sidecar's longer windows on the same
+    /// store keep their counts.
+    @Test func pruningKeepsAnotherSidecarsLongerWindows() async throws {
+        let clock = Clock(1_800_000_000)
+        let (short, db, path) = try await Self.limiter(["peer:validate:attempts=5/1m"], clock: clock)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let long = VelocityLimiter(
+            rules: [try VelocityRule(parsing: "peer:validate:attempts=5/1h")], counters: VelocityCounters(database: db), metrics: nil,
+            logger: Logger(label: "test"), now: { clock.now })
+        _ = try await long.admit(.validate, .init(peer: 1))
+        clock.advance(600)
+        await short.prune()
+        #expect(try await db.query("SELECT COUNT(*) FROM vault_velocity")[0].int(0) == 1)
+        clock.advance(3600)
+        await short.prune()
         #expect(try await db.query("SELECT COUNT(*) FROM vault_velocity")[0].int(0) == 0)
     }
 

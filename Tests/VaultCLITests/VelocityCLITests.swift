@@ -106,6 +106,18 @@ import Testing
         let object = ((Self.json(events)["data"] as? [[String: Any]])?.first?["data"] as? [String: Any])?["object"] as? [String: Any] ?? [:]
         #expect(object["scope"] as? String == "fingerprint" && (object["key"] as? String)?.hasPrefix("fp1_") == true && !containsPAN(events), "\(events)")
         #expect(try s.curl(s.sidecarSocket, "POST", "/v1/tokens", Self.card("5555555555554444")).0 == 201)
+        // Through a checkout session too: refused once the card is fingerprinted, before its token is
+        // stored (no token.created, no token.deleted), and the session stays open.
+        let (_, session) = try s.curl(s.sidecarSocket, "POST", "/v1/sessions", #"{"amount":1000,"currency":"EUR"}"#)
+        let id = try #require(Self.json(session)["id"] as? String, "\(session)")
+        let deletedBefore = try Self.count(s, events: "token.deleted")
+        let (paid, paidBody) = try s.curl(
+            s.sidecarSocket, "POST", "/v1/sessions/\(id)/pay", #"{"card":{"number":"4242424242424242","exp_month":12,"exp_year":2030},"idempotency_key":"fp-s1"}"#)
+        #expect(paid == 429 && paidBody.contains("VELOCITY_LIMIT"), "\(paidBody)")
+        #expect(try Self.count(s, events: "token.created") == before + 1)   // the 5555 card above only
+        #expect(try Self.count(s, events: "token.deleted") == deletedBefore)
+        let (_, shown) = try s.curl(s.sidecarSocket, "GET", "/v1/sessions/\(id)")
+        #expect(Self.json(shown)["status"] as? String == "open", "\(shown)")
     }
 
     /// A decline after a 3-D Secure challenge, at `confirm`, counts as the payment's decline: the
