@@ -124,10 +124,19 @@ extension StoreLocation.PostgresLocation {
         // Commits wait on the server's WAL flush, not on our CPU: a few connections keep the
         // server busy, and each one costs memory on both sides.
         config.options.maximumConnections = Self.maximumConnections
+        // PostgresNIO's pool (1.33) starts a timer task each time a connection goes back to it:
+        // a keep-alive timer, and an idle-timeout timer for a connection above the minimum. Each
+        // such timer kept about 0.75 KiB that was not given back, so a sidecar's memory grew by
+        // about 1.5 KiB per statement outside a transaction (3 MiB/s at 4,000 tokenizes/s;
+        // docs/benchmarks.md, "Memory"). With every connection a minimum connection and no
+        // keep-alive query the pool starts no timer. A connection the server closes is still
+        // seen at once (the socket closes); the pool opens its connections at start.
+        config.options.minimumConnections = Self.maximumConnections
+        config.options.keepAliveBehavior = nil
         return config
     }
 
-    /// Connections per sidecar (the pool's upper bound).
+    /// Connections per sidecar, gateway or command (opened at start and kept).
     public static let maximumConnections = 8
 }
 

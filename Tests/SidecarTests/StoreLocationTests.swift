@@ -19,6 +19,18 @@ import VaultCrypto
         return p
     }
 
+    /// The pool opens all its connections at start and sends no keep-alive query: PostgresNIO's
+    /// pool starts a timer on every release otherwise, and each one kept memory
+    /// (`MemoryCLITests` measures the sidecar).
+    @Test func thePoolStartsNoTimers() throws {
+        for text in ["postgres://v@/vault?host=/run/postgresql", "postgres://v@localhost/vault"] {
+            let config = try postgres(text).configuration()
+            #expect(config.options.minimumConnections == StoreLocation.PostgresLocation.maximumConnections)
+            #expect(config.options.maximumConnections == StoreLocation.PostgresLocation.maximumConnections)
+            #expect(config.options.keepAliveBehavior == nil)
+        }
+    }
+
     @Test func sslModesAndDefaults() throws {
         #expect(try postgres("postgres://v@db.internal/vault").tls.mode == .verifyFull)
         #expect(try postgres("postgres://v@localhost/vault").tls.mode == .disable)
