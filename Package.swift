@@ -2,14 +2,31 @@
 // The sealed card vault. One folder per concern; see README.md ("Layout") and docs/.
 // Linux only (glibc: SO_PEERCRED, prctl, Glibc imports), hence no `platforms`: README "Requirements".
 import PackageDescription
+#if canImport(Glibc)
+import Glibc
+#endif
 
-// How the two executables are linked (docs/benchmarks.md, "Memory"): with the toolchain's lld,
-// relative relocations packed (DT_RELR, glibc 2.36+: Debian 12 and later) and no symbol table
-// exported for dlopen'ed code (the static Swift runtime's link arguments ask for -export-dynamic;
-// nothing here looks its own symbols up). Each process maps about 7 MiB less: the 3.4 MiB of
-// .rela.dyn that ld.so reads at start, and 55,000 exported symbols' .dynsym/.dynstr/.gnu.hash.
+// How the two executables are linked (docs/benchmarks.md, "Memory"): with the toolchain's lld and
+// no symbol table exported for dlopen'ed code (the static Swift runtime's link arguments ask for
+// -export-dynamic; nothing here looks its own symbols up), and, where the C library of the
+// building machine loads them (glibc 2.36: Debian 12, Ubuntu 24.04), relative relocations packed
+// (DT_RELR). Each process maps about 7 MiB less: the 3.4 MiB of .rela.dyn that ld.so reads at
+// start, and 55,000 exported symbols' .dynsym/.dynstr/.gnu.hash. A binary built with DT_RELR
+// needs glibc 2.36 where it runs: build on the distribution you run (deploy/README.md).
+let packedRelocations: Bool = {
+    #if canImport(Glibc)
+    var buffer = [CChar](repeating: 0, count: 64)
+    guard confstr(Int32(_CS_GNU_LIBC_VERSION), &buffer, buffer.count) > 0 else { return false }
+    let version = String(cString: buffer).split(separator: " ").last?.split(separator: ".").compactMap { Int($0) } ?? []
+    return version.count >= 2 && (version[0], version[1]) >= (2, 36)
+    #else
+    return false
+    #endif
+}()
 let lean: [LinkerSetting] = [
-    .unsafeFlags(["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic"], .when(platforms: [.linux])),
+    .unsafeFlags(
+        ["-use-ld=lld", "-Xlinker", "--no-export-dynamic"] + (packedRelocations ? ["-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"] : []),
+        .when(platforms: [.linux])),
 ]
 
 let package = Package(
