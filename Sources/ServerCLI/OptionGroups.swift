@@ -87,6 +87,8 @@ public struct SidecarOptions: ParsableArguments {
     @Option(name: .customLong(S.authorizationTTL.flag), help: S.authorizationTTL.argumentHelp)
     public var authorizationTTL: Double?
 
+    @Option(name: .customLong(S.heldCVCsMax.flag), help: S.heldCVCsMax.argumentHelp)
+    public var heldCVCsMax: Double?
     @Option(name: .customLong(S.sessionMaxAttempts.flag), help: S.sessionMaxAttempts.argumentHelp)
     public var sessionMaxAttempts: Double?
 

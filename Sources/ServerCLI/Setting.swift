@@ -79,6 +79,9 @@ public enum SidecarSettings: SettingsSection {
         .sidecar, "keys", default: "Keys", help: "Keys directory (public keys and ring.json; never secret or fingerprint keys).")
     public static let tokenTTL = Setting(.sidecar, "token_ttl", default: "900", maximum: Setting.year, help: "Token lifetime in seconds, 1 to 31536000 (a year).")
     public static let cvcTTL = Setting(.sidecar, "cvc_ttl", default: "300", maximum: Setting.day, help: "CVC lifetime in seconds, 1 to 86400 (a day), ≤ token lifetime.")
+    public static let heldCVCsMax = Setting(
+        .sidecar, "held_cvcs_max", default: "1000000", maximum: 10_000_000,
+        help: "Most CVCs held in memory at once, 1 to 10000000 (about 220 bytes each); past it the oldest are dropped first and their tokens pay without a CVC.")
     public static let tokenFormat = Setting(
         .sidecar, "token_format", default: "tok",
         help: "Form of new tokens when a request names none: tok (tok_ + 128 random bits) or card (card-shaped: the card's length, first 6 and last 4, a random middle failing the Luhn check; docs/card-tokens.md).")
@@ -128,7 +131,7 @@ public enum SidecarSettings: SettingsSection {
         .sidecar, "log_requests", default: "false", help: "Log every request (route template, status, duration, request id, error code) at info level.")
 
     public static let all = [
-        socket, socketMode, socketGroup, store, keys, tokenTTL, cvcTTL, tokenFormat, cardTokenLuhnValid, allow, gateway, reconcileAfter, authorizationTTL, sessionMaxAttempts,
+        socket, socketMode, socketGroup, store, keys, tokenTTL, cvcTTL, heldCVCsMax, tokenFormat, cardTokenLuhnValid, allow, gateway, reconcileAfter, authorizationTTL, sessionMaxAttempts,
         velocity, customerReferenceUnique, webhook, webhookSecretFile, webhookMaxBackoff, eventRetention, auditLog, logLevel, logFormat, logRequests,
     ]
 }

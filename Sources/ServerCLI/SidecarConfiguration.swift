@@ -27,6 +27,11 @@ extension SidecarServer.Configuration {
         guard cvcTTL <= tokenTTL else {
             throw VaultError(.configInvalid, "sidecar.cvc_ttl (\(Int(cvcTTL)) s) must not exceed sidecar.token_ttl (\(Int(tokenTTL)) s)", field: "sidecar.cvc_ttl")
         }
+        let held = try s.number(S.heldCVCsMax, flag: o.sidecar.heldCVCsMax, atLeast: 1)
+        guard held == held.rounded() else {
+            throw VaultError(.configInvalid, "sidecar.held_cvcs_max must be a whole number from 1 to 10000000", field: "sidecar.held_cvcs_max")
+        }
+        c.heldCVCsMax = Int(held)
         let format = try s.string(S.tokenFormat, flag: o.sidecar.tokenFormat) ?? "tok"
         guard let tokenFormat = TokenFormat(rawValue: format) else {
             throw VaultError(.configInvalid, "sidecar.token_format must be tok or card", field: "sidecar.token_format")

@@ -38,6 +38,8 @@ public struct SidecarServer: Sendable {
         /// Failed payment attempts a checkout session allows before it is closed
         /// (`SESSION_ATTEMPTS_EXCEEDED`): the limit on card testing through sessions.
         public var sessionMaxAttempts = SessionService.defaultMaxAttempts
+        /// Most CVCs held in memory at once (`HeldCVCs`; setting `sidecar.held_cvcs_max`).
+        public var heldCVCsMax = HeldCVCs.defaultCapacity
         /// Velocity limits (docs/velocity.md): the defaults unless configured; empty: none.
         public var velocity = VelocityRule.defaults
         /// A customer reference names at most one customer of the store.
@@ -102,7 +104,8 @@ public struct SidecarServer: Sendable {
             }
         })
         let fingerprinter = configuration.gatewaySocket.map { GatewayFingerprinter(gatewaySocket: $0) }
-        let tokenizer = Tokenizer(store: store, keys: sealing, fingerprinter: fingerprinter, policy: configuration.policy)
+        let tokenizer = Tokenizer(
+            store: store, keys: sealing, fingerprinter: fingerprinter, policy: configuration.policy, cvcs: HeldCVCs(capacity: configuration.heldCVCsMax))
         let velocity = configuration.velocity.isEmpty
             ? nil : VelocityLimiter(rules: configuration.velocity, counters: VelocityCounters(database: db), metrics: metrics, logger: logger)
         var sweeper = TokenSweeper(tokenizer: tokenizer, interval: configuration.sweepInterval, logger: logger, metrics: metrics)

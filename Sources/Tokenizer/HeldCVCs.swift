@@ -64,7 +64,10 @@ public final class HeldCVCs: @unchecked Sendable {
     private var orderStart = 0
     private var evicted = 0
 
-    public init(capacity: Int = 1_000_000) { self.capacity = max(1, capacity) }
+    /// The default `capacity` (setting `sidecar.held_cvcs_max`): about 220 MB when full.
+    public static let defaultCapacity = 1_000_000
+
+    public init(capacity: Int = defaultCapacity) { self.capacity = max(1, capacity) }
 
     /// Holds `field` (the sealed `fields.cvc`) for `token` until `expiresAt`.
     public func hold(_ field: String, token: String, sealedKey: String, expiresAt: Date) {

@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 
-/// The sidecar's memory on PostgreSQL does not grow with the statements it runs.
+/// What the sidecar's memory grows with, and its bounds.
 ///
+/// On PostgreSQL its memory does not grow with the statements it runs.
 /// PostgresNIO's pool (1.33) starts a keep-alive timer, and an idle-timeout timer for a connection
 /// above its minimum, each time a connection goes back to it, and each such timer kept about
 /// 0.75 KiB: a sidecar grew by about 1.5 KiB per statement outside a transaction, without end.
@@ -43,5 +44,27 @@ import Testing
         #expect(before > 0 && after > 0)
         // With the pool's timers: about 12,000 KiB more for 8,000 reads. Without: under 1,000.
         #expect(after - before < 6 * 1024, "the sidecar grew by \(after - before) KiB over 8,000 reads")
+    }
+
+    /// `--held-cvcs-max` bounds the CVCs held in memory: past it the oldest are dropped first, and
+    /// their tokens show `has_cvc: false` (they pay without one).
+    @Test func heldCVCsAreBoundedBySetting() throws {
+        var s = try ServeCLITests.Sidecar()
+        defer { s.process?.terminate(); s.remove() }
+        try s.start(extra: ["--held-cvcs-max", "2"])
+        var tokens: [String] = []
+        for number in ["4242424242424242", "5555555555554444", "4000056655665556"] {
+            let (status, body) = try s.curl("POST", "/v1/tokens", #"{"card":{"number":"\#(number)","exp_month":12,"exp_year":2030,"cvc":"123"}}"#)
+            #expect(status == 201, "\(body)")
+            tokens.append(try #require((try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any])?["token"] as? String))
+        }
+        func hasCVC(_ token: String) throws -> Bool? {
+            let (status, body) = try s.curl("GET", "/v1/tokens/\(token)")
+            #expect(status == 200, "\(body)")
+            return (try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any])?["has_cvc"] as? Bool
+        }
+        #expect(try hasCVC(tokens[0]) == false)
+        #expect(try hasCVC(tokens[1]) == true)
+        #expect(try hasCVC(tokens[2]) == true)
     }
 }

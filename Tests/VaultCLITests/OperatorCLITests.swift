@@ -78,7 +78,8 @@ import Testing
         }
         for (setting, expected) in [(#""token_ttl":"900""#, "not a string"), (#""token_ttl":1e9"#, "from 1 to 31536000"),
                                     (#""token_ttl":true"#, "not true or false"), (#""log_requests":1"#, "true or false"),
-                                    (#""cvc_ttl":100000"#, "from 1 to 86400"), (#""reconcile_after":"60""#, "not a string")] {
+                                    (#""cvc_ttl":100000"#, "from 1 to 86400"), (#""reconcile_after":"60""#, "not a string"),
+                                    (#""held_cvcs_max":0"#, "from 1 to 10000000"), (#""held_cvcs_max":1.5"#, "whole number")] {
             let r = try check(#"{"sidecar":{"keys":"\#(pubDir)",\#(setting)}}"#)
             #expect(r.status == 11 && r.stderr.contains(expected), "\(setting): \(r.status) \(r.stderr)")
         }
