@@ -12,7 +12,10 @@ import Glibc
 // building machine loads them (glibc 2.36: Debian 12, Ubuntu 24.04), relative relocations packed
 // (DT_RELR). Each process maps about 7 MiB less: the 3.4 MiB of .rela.dyn that ld.so reads at
 // start, and 55,000 exported symbols' .dynsym/.dynstr/.gnu.hash. A binary built with DT_RELR
-// needs glibc 2.36 where it runs: build on the distribution you run (deploy/README.md).
+// needs glibc 2.36 where it runs: build on the distribution you run (deploy/README.md); the check
+// reads the glibc of the machine that builds, so a cross-compiling build decides by the host's.
+// Without exported symbols the Swift runtime's fallback crash trace (dladdr) names no frame of
+// our own code; the symbol table (.symtab) is kept for debuggers and `swift demangle`.
 let packedRelocations: Bool = {
     #if canImport(Glibc)
     var buffer = [CChar](repeating: 0, count: 64)

@@ -123,7 +123,7 @@ public final class SidecarMetrics: Sendable {
     public func purged(_ result: PurgeResult) {
         registry.makeCounter(descriptor: .init(namespace: "vault", metricName: "sweeper_tokens_deleted", unitName: "total", helpText: "Expired tokens deleted by the sweeper."))
             .increment(by: Int64(result.tokensDeleted))
-        registry.makeCounter(descriptor: .init(namespace: "vault", metricName: "sweeper_cvcs_dropped", unitName: "total", helpText: "CVCs dropped by the sweeper when their TTL passed."))
+        registry.makeCounter(descriptor: .init(namespace: "vault", metricName: "sweeper_cvcs_dropped", unitName: "total", helpText: "CVCs dropped by the sweeper: past their TTL, or the oldest past sidecar.held_cvcs_max."))
             .increment(by: Int64(result.cvcsDropped))
     }
 

@@ -8,7 +8,7 @@ import VaultCrypto
 /// pages, PostgreSQL in dead row versions until VACUUM, backups keep both. So the CVC is held
 /// here, still sealed (the envelope's `fields.cvc`, XChaCha20-Poly1305 under the envelope's data
 /// key), in locked memory that is wiped when dropped (`SecureRecords`: fixed-size records, not
-/// an object per CVC, so a held CVC costs about 200 bytes). What this costs, on purpose: a sidecar
+/// an object per CVC, so a held CVC costs about 220 bytes). What this costs, on purpose: a sidecar
 /// restart drops the CVCs it held, and a token made by one sidecar is paid without its CVC through
 /// another (several sidecars on one PostgreSQL). Processors accept a card without a CVC; the CVC
 /// is a first-payment check, and its TTL is minutes.
@@ -56,8 +56,11 @@ public final class HeldCVCs: @unchecked Sendable {
     private var slots: [Slot] = []
     private var freeSlots: [Int32] = []
     /// Slot `i`'s CVC field, in locked and wiped memory (the sealed `fields.cvc` is 60 bytes of
-    /// base64 for a 3- or 4-digit CVC); a longer field (a caller's own envelope) is in `overflow`.
-    private let records = SecureRecords(valueBytes: 63)
+    /// base64 for a 3- or 4-digit CVC, and tokenize refuses a caller's envelope with a longer
+    /// one); `overflow` holds a longer field should one be held all the same.
+    let records = SecureRecords(valueBytes: fieldBytes)
+    /// The longest CVC field held in a record: a 4-digit CVC's is 60 characters.
+    public static let fieldBytes = 63
     private var overflow: [Int32: SecureBytes] = [:]
     /// Insertion order, for eviction past `capacity` and the TTL sweep.
     private var order: [(slot: Int32, generation: UInt32)] = []
@@ -89,7 +92,7 @@ public final class HeldCVCs: @unchecked Sendable {
             slots.append(Slot(key: key, sealing: sealing, expiresAt: expiresAt.timeIntervalSinceReferenceDate, generation: 0, live: true))
         }
         let fits = field.withUTF8 { records.store(UnsafeRawBufferPointer($0), at: Int(slot)) }
-        if !fits { overflow[slot] = SecureBytes(Array(field.utf8)) }
+        if !fits { overflow[slot] = field.withUTF8 { SecureBytes(copying: UnsafeRawBufferPointer($0)) } }
         index[key] = slot
         order.append((slot, slots[Int(slot)].generation))
         while index.count > capacity, orderStart < order.count {
@@ -153,7 +156,9 @@ public final class HeldCVCs: @unchecked Sendable {
             n += 1
         }
         if index.isEmpty {
-            // Nothing held: give the memory back (the records' pages are wiped as they go).
+            // Nothing held: give the memory back (the records' pages are wiped as they go; a
+            // dictionary keeps its buckets when emptied, so it is replaced).
+            index = [:]
             order = []
             orderStart = 0
             slots = []

@@ -128,6 +128,11 @@ public struct Tokenizer: Sendable {
         if let fp = c.fingerprint, !FingerprintAnswer.isWellFormed(fp) {
             throw VaultError(.envelopeMetadataInvalid, "card.fingerprint is fp1_<fkid>_<64 hex>, 64 lowercase hex characters, or absent", field: "envelope.card.fingerprint")
         }
+        // A CVC is 3 or 4 digits: its field is 60 characters of base64. The sidecar holds it in
+        // fixed-size records (HeldCVCs), so a longer one is refused, never held.
+        if let cvc = envelope.fields[.cvc], cvc.utf8.count > HeldCVCs.fieldBytes {
+            throw VaultError(.envelopeMalformed, "fields.cvc is longer than a sealed CVC of 4 digits", field: "envelope.fields.cvc")
+        }
         let t = now()
         let expiry: CardExpiry
         do throws(CardRulesError) {

@@ -29,8 +29,11 @@ import VaultCrypto
     @Test func takeAnswersOnce() {
         let held = HeldCVCs()
         held.hold(field(3), token: "tok_B", sealedKey: "k", expiresAt: t + 60)
+        #expect(held.records.withValue(at: 0) { String(decoding: $0, as: UTF8.self) } == field(3))
         #expect(held.take("tok_B", sealedKey: "k", now: t) == field(3))
         #expect(held.take("tok_B", sealedKey: "k", now: t) == nil)
+        // What was taken is wiped, not only forgotten.
+        #expect(held.records.withValue(at: 0) { $0.allSatisfy { $0 == 0 } })
         held.hold(field(4), token: "tok_C", sealedKey: "k", expiresAt: t + 60)
         #expect(held.take("tok_C", sealedKey: "other", now: t) == nil)
         #expect(held.count == 0)

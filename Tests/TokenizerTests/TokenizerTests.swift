@@ -74,6 +74,11 @@ import VaultOpen
         expired.card.expYear = 2020
         let e4 = await #expect(throws: VaultError.self) { _ = try await tokenizer.tokenize(envelope: expired) }
         #expect(e4?.code.rawValue == "CARD_EXPIRED")
+        // A CVC field longer than a 4-digit CVC's (the sidecar holds CVC fields in fixed records).
+        var longCVC = try sampleEnvelope()
+        longCVC.fields[.cvc] = Data(repeating: 7, count: 48).base64EncodedString()
+        let e5 = await #expect(throws: VaultError.self) { _ = try await tokenizer.tokenize(envelope: longCVC) }
+        #expect(e5?.code == .envelopeMalformed && e5?.field == "envelope.fields.cvc")
         #expect(try await store.count() == 1)
     }
 

@@ -42,8 +42,9 @@ import Testing
         try reads(8_000)
         let after = Self.rssAnonKiB(pid)
         #expect(before > 0 && after > 0)
-        // With the pool's timers: about 12,000 KiB more for 8,000 reads. Without: under 1,000.
-        #expect(after - before < 6 * 1024, "the sidecar grew by \(after - before) KiB over 8,000 reads")
+        // With the pool's timers: about 12,000 KiB more for 8,000 reads (about 6,000 with one
+        // timer a release). Without: under 1,000.
+        #expect(after - before < 3 * 1024, "the sidecar grew by \(after - before) KiB over 8,000 reads")
     }
 
     /// `--held-cvcs-max` bounds the CVCs held in memory: past it the oldest are dropped first, and
