@@ -130,7 +130,9 @@ extension StoreLocation.PostgresLocation {
         // about 1.5 KiB per statement outside a transaction (3 MiB/s at 4,000 tokenizes/s;
         // docs/benchmarks.md, "Memory"). With every connection a minimum connection and no
         // keep-alive query the pool starts no timer. A connection the server closes is still
-        // seen at once (the socket closes); the pool opens its connections at start.
+        // seen at once (the socket closes); one dropped silently on the way (a NAT or load
+        // balancer's idle timeout over TCP) is not, so the server's TCP keepalives must keep the
+        // path open (docs/configuration.md). The pool opens its connections at start.
         config.options.minimumConnections = Self.maximumConnections
         config.options.keepAliveBehavior = nil
         return config
