@@ -131,6 +131,7 @@ let package = Package(
             name: "Sidecar",
             dependencies: [
                 "Tokenizer", "Payments", "VaultCrypto", "CardRules", "SocketHTTP", "Money", "Store", "Audit", "GatewayAPI", "Events",
+                "VaultClient",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -22,12 +22,18 @@ public final class GatewayMetrics: Sendable {
     /// The kinds of `vault_gateway_processor_failures_total` (`ProcessorAnswer.failed`).
     static let processorFailureKinds = ["unknown", "unavailable", "pending", "in_progress", "unknown_past_deadline", "refused"]
 
+    /// The counters of every fingerprint and open, looked up once (not per envelope).
+    private let openedOK: Counter
+    private let fingerprints: Counter
+
     public init(now: @escaping @Sendable () -> Date = Date.init) {
         server = ServerMetrics(component: "gateway", now: now)
+        openedOK = Self.openCounter(server.registry, "ok")
+        fingerprints = server.registry.makeCounter(
+            descriptor: .init(namespace: "vault", metricName: "gateway_fingerprints", unitName: "total", helpText: "Fingerprints answered to the sidecar."))
         // Fixed label sets start at zero, so alerts see a series from the start.
         for kind in Self.processorFailureKinds { processorFailureCounter(kind) }
         for result in ["settled", "unknown", "not_received", "resent"] { settleCounter(result) }
-        fingerprintCounter()
         processorHistogram()
         // 0 until the settler's first count (at start, then every `settleInterval`).
         ledger(unsettled: 0, pastDeadline: 0)
@@ -35,24 +41,24 @@ public final class GatewayMetrics: Sendable {
 
     /// An envelope opened (`ok`) or refused (its code: KEY_RETIRED, ENVELOPE_FIELD_CORRUPT, …).
     func opened(_ outcome: String) {
+        if outcome == "ok" { return openedOK.increment() }
+        Self.openCounter(registry, outcome).increment()
+    }
+
+    private static func openCounter(_ registry: PrometheusCollectorRegistry, _ outcome: String) -> Counter {
         registry.makeCounter(
             descriptor: .init(namespace: "vault", metricName: "gateway_opens", unitName: "total", helpText: "Envelopes opened (ok) or refused, by code."),
-            labels: [("outcome", outcome)]
-        ).increment()
+            labels: [("outcome", outcome)])
     }
 
     /// Fingerprints answered to the sidecar (`POST /v1/fingerprints`). Each is an answer about a
     /// card the caller sealed: alert when it grows well past tokenizations (a sidecar testing
     /// candidate card numbers against stored fingerprints; docs/threat-model.md).
     func fingerprinted(_ count: Int) {
-        fingerprintCounter().increment(by: Int64(count))
+        fingerprints.increment(by: Int64(count))
     }
 
-    @discardableResult
-    private func fingerprintCounter() -> Counter {
-        registry.makeCounter(
-            descriptor: .init(namespace: "vault", metricName: "gateway_fingerprints", unitName: "total", helpText: "Fingerprints answered to the sidecar."))
-    }
+
 
     /// An authorization answered by the processor.
     func authorized(status: String, duration: Duration) {

@@ -131,21 +131,18 @@ public struct GatewayClient: Sendable {
         return jwt
     }
 
-    /// The gateway's fingerprints of envelopes (JSON v1, without their CVC field), in order
-    /// (`POST /v1/fingerprints`). The gateway opens each, checks it, and answers only the keyed
-    /// hash of its PAN, named by the fingerprint key's kid, and the card's fingerprints under the
-    /// other keys it holds during a rotation; the sidecar never holds a fingerprint key
-    /// (docs/key-files.md).
-    /// - Throws: a `Failure` when no answer came (the gateway is down, slow, or has no
-    ///   fingerprint key: `.refused(.fingerprintKeyMissing, …)`).
-    public func fingerprints(ofEnvelopes envelopeJSON: [String]) async throws(Failure) -> [FingerprintAnswer] {
-        let body = FingerprintBatch.json(envelopeJSON: envelopeJSON)
-        let (status, text) = try await call("POST", "/v1/fingerprints", body: body)
+    /// The answers in the gateway's `POST /v1/fingerprints` answer (`status`, `text`) to a batch
+    /// of `count` envelopes (JSON v1, without their CVC field), in order. The gateway opens each,
+    /// checks it, and answers only the keyed hash of its PAN, named by the fingerprint key's kid,
+    /// and the card's fingerprints under the other keys it holds during a rotation; the sidecar
+    /// never holds a fingerprint key (docs/key-files.md). `GatewayFingerprinter` makes the call.
+    /// - Throws: `.refused` for an error answer, `.badAnswer` for one that is not one entry per envelope.
+    static func fingerprintAnswers(status: Int, text: String, count: Int) throws(Failure) -> [FingerprintAnswer] {
         guard status == 200 else {
             let (code, message) = Self.error(text)
             throw .refused(code, message)
         }
-        guard let entries = FingerprintBatch.entries(json: text, count: envelopeJSON.count) else {
+        guard let entries = FingerprintBatch.entries(json: text, count: count) else {
             throw .badAnswer("the gateway's fingerprint answer is not one entry per envelope")
         }
         return entries.map { entry in

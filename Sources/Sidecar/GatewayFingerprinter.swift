@@ -1,9 +1,9 @@
 import Foundation
-import SocketHTTP
+import GatewayAPI
 import Logging
-import NIOCore
 import ServiceLifecycle
 import Tokenizer
+import VaultClient
 import VaultCrypto
 
 /// Fingerprints from the gateway, batched: a tokenize asks for one envelope's fingerprint, and
@@ -11,107 +11,153 @@ import VaultCrypto
 /// `maxBatch` envelopes, `maxInFlight` calls at once). One hop serves many tokenizations under
 /// load, and a lone request goes out at once (no timer to wait for).
 ///
+/// The calls are made by up to `maxInFlight` threads of the fingerprinter's own, each on a
+/// kept-alive connection to the gateway's socket (blocking HTTP/1.1, `VaultClient`): a request
+/// wakes an idle thread, or joins the next batch of a busy one. Issue 16 measured this hop as the
+/// largest cost of a tokenize after the seal; the threads spare it the general HTTP client's
+/// per-call work and an event-loop hop each way. One call at a time by default: what arrives
+/// meanwhile makes the next batch larger, and the gateway's cost per call (HTTP, routing, JSON)
+/// is shared by more envelopes. A thread idle for `idleExit` ends (the next request starts one
+/// again).
+///
 /// When the gateway cannot answer (down, slow past `timeout`, no fingerprint key), the answer is
 /// `unavailable`: the token is stored without a fingerprint and `FingerprintFiller` fills it in.
 /// After such a failure, tokenizations do not ask again for `retryAfter` (they answer
 /// `unavailable` at once), so a sidecar whose gateway is down tokenizes at full speed.
 public final class GatewayFingerprinter: Fingerprinter, @unchecked Sendable {
-    typealias Waiter = CheckedContinuation<Result<FingerprintAnswer, FingerprintFailure>, Never>
+    typealias Waiter = CheckedContinuation<Result<[FingerprintAnswer], FingerprintFailure>, Never>
 
-    let client: GatewayClient
+    let client: SidecarClient
     let maxBatch: Int
     let maxInFlight: Int
-    private let lock = NSLock()
-    private var queue: [(json: String, waiter: Waiter)] = []
-    private var inFlight = 0
-    private var downUntil: ContinuousClock.Instant?
     let retryAfter: Duration
+    let idleExit: TimeInterval
+    /// Guards everything below; idle threads wait on it.
+    private let condition = NSCondition()
+    /// Requests waiting, in arrival order: a tokenize's one envelope, or a filler's batch.
+    private var queue: [(envelopes: [String], waiter: Waiter)] = []
+    private var threads = 0
+    private var idle = 0
+    private var downUntil: ContinuousClock.Instant?
 
-    /// A fingerprinter over the gateway's socket; one call waits at most `timeout`.
+    /// A fingerprinter over the gateway's socket; one call waits at most `timeout` for each
+    /// read or write.
     public init(
-        gatewaySocket: String, timeout: TimeAmount = .seconds(2), maxBatch: Int = 64, maxInFlight: Int = 2, retryAfter: Duration = .seconds(2)
+        gatewaySocket: String, timeout: Duration = .seconds(2), maxBatch: Int = 64, maxInFlight: Int = 1, retryAfter: Duration = .seconds(2),
+        idleExit: TimeInterval = 10
     ) {
         self.retryAfter = retryAfter
-        var client = GatewayClient(socketPath: gatewaySocket)
-        client.timeout = timeout
+        let c = timeout.components
+        var client = SidecarClient(socketPath: gatewaySocket, timeout: Double(c.seconds) + Double(c.attoseconds) / 1e18, maxIdleConnections: max(1, maxInFlight))
+        client.serverName = "the gateway"
         self.client = client
         self.maxBatch = max(1, maxBatch)
         self.maxInFlight = max(1, maxInFlight)
+        self.idleExit = idleExit
     }
 
     public func fingerprints(of envelopes: [CardEnvelope]) async throws(FingerprintFailure) -> [FingerprintAnswer] {
-        guard envelopes.count == 1 else {
-            // A whole batch already (the filler): one call of its own.
-            var out: [FingerprintAnswer] = []
-            var at = 0
-            while at < envelopes.count {
-                let part = envelopes[at..<min(at + maxBatch, envelopes.count)]
-                out += try await call(part.map(\.json))
-                at += part.count
-            }
-            return out
+        guard !envelopes.isEmpty else { return [] }
+        // A tokenize does not wait on a gateway that just failed; the filler (a whole batch) asks anyway.
+        if envelopes.count == 1, isDown() { throw .unavailable("the gateway did not answer a moment ago") }
+        var answers: [FingerprintAnswer] = []
+        var at = 0
+        while at < envelopes.count {
+            let part = envelopes[at..<min(at + maxBatch, envelopes.count)].map(\.json)
+            let result = await withCheckedContinuation { (waiter: Waiter) in submit(part, waiter) }
+            answers += try result.get()
+            at += part.count
         }
-        if isDown() { throw .unavailable("the gateway did not answer a moment ago") }
-        let json = envelopes[0].json
-        let result = await withCheckedContinuation { (waiter: Waiter) in
-            lock.lock()
-            queue.append((json, waiter))
-            let start = inFlight < maxInFlight
-            if start { inFlight += 1 }
-            lock.unlock()
-            // The drain serves other requests too: it carries no request's id into its log lines.
-            if start { Task { await RequestScope.$requestID.withValue(nil) { await self.drain() } } }
-        }
-        return [try result.get()]
+        return answers
     }
 
-    /// Sends what is queued, batch after batch, until the queue is empty.
-    private func drain() async {
-        while true {
-            guard let batch = nextBatch() else { return }
-            do throws(FingerprintFailure) {
-                let answers = try await call(batch.map(\.json))
-                for (entry, answer) in zip(batch, answers) { entry.waiter.resume(returning: .success(answer)) }
-            } catch {
-                for entry in batch { entry.waiter.resume(returning: .failure(error)) }
-            }
+    /// Queues a request and wakes an idle thread, or starts one while fewer than `maxInFlight` run.
+    private func submit(_ envelopes: [String], _ waiter: Waiter) {
+        condition.lock()
+        queue.append((envelopes, waiter))
+        var start = false
+        if idle > 0 {
+            condition.signal()
+        } else if threads < maxInFlight {
+            threads += 1
+            start = true
+        }
+        condition.unlock()
+        if start {
+            let thread = Thread { [self] in work() }
+            thread.name = "vault-fingerprints"
+            thread.start()
         }
     }
 
-    /// The next batch, or nil (and this drainer ends) when nothing waits.
-    private func nextBatch() -> [(json: String, waiter: Waiter)]? {
-        lock.withLock {
-            guard !queue.isEmpty else {
-                inFlight -= 1
+    /// A calling thread: sends what is queued, batch after batch; ends after `idleExit` with nothing to send.
+    private func work() {
+        while let batch = nextBatch() {
+            let counts = batch.map(\.envelopes.count)
+            switch call(batch.flatMap(\.envelopes)) {
+            case .success(let answers):
+                var at = 0
+                for (entry, n) in zip(batch, counts) {
+                    entry.waiter.resume(returning: .success(Array(answers[at..<(at + n)])))
+                    at += n
+                }
+            case .failure(let failure):
+                for entry in batch { entry.waiter.resume(returning: .failure(failure)) }
+            }
+        }
+    }
+
+    /// The next batch (whole requests, at most `maxBatch` envelopes but at least one request), or
+    /// nil when nothing came for `idleExit` (the thread ends).
+    private func nextBatch() -> [(envelopes: [String], waiter: Waiter)]? {
+        condition.lock()
+        defer { condition.unlock() }
+        while queue.isEmpty {
+            idle += 1
+            let woken = condition.wait(until: Date(timeIntervalSinceNow: idleExit))
+            idle -= 1
+            if !woken, queue.isEmpty {
+                threads -= 1
                 return nil
             }
-            let n = min(queue.count, maxBatch)
-            let batch = Array(queue.prefix(n))
-            queue.removeFirst(n)
-            return batch
         }
+        var n = 1, envelopes = queue[0].envelopes.count
+        while n < queue.count, envelopes + queue[n].envelopes.count <= maxBatch {
+            envelopes += queue[n].envelopes.count
+            n += 1
+        }
+        let batch = Array(queue.prefix(n))
+        queue.removeFirst(n)
+        return batch
     }
 
     private func isDown() -> Bool {
-        lock.withLock {
-            guard let until = downUntil else { return false }
-            if ContinuousClock.now < until { return true }
-            downUntil = nil
-            return false
-        }
+        condition.lock()
+        defer { condition.unlock() }
+        guard let until = downUntil else { return false }
+        if ContinuousClock.now < until { return true }
+        downUntil = nil
+        return false
     }
 
-    private func call(_ envelopes: [String]) async throws(FingerprintFailure) -> [FingerprintAnswer] {
-        do throws(GatewayClient.Failure) {
-            return try await client.fingerprints(ofEnvelopes: envelopes)
-        } catch {
-            let until = ContinuousClock.now + retryAfter
-            lock.withLock { downUntil = until }
-            switch error {
-            case .refused(let code, let message): throw .unavailable("\(code): \(message)")
-            default: throw .unavailable(error.reason)
+    /// One `POST /v1/fingerprints` on this thread; a failure marks the gateway down for `retryAfter`.
+    private func call(_ envelopes: [String]) -> Result<[FingerprintAnswer], FingerprintFailure> {
+        let failure: String
+        do throws(VaultError) {
+            let answer = try client.post("/v1/fingerprints", json: FingerprintBatch.json(envelopeJSON: envelopes))
+            do throws(GatewayClient.Failure) {
+                return .success(try GatewayClient.fingerprintAnswers(status: answer.status, text: answer.body, count: envelopes.count))
+            } catch {
+                failure = error.reason
             }
+        } catch {
+            failure = error.message
         }
+        let until = ContinuousClock.now + retryAfter
+        condition.lock()
+        downUntil = until
+        condition.unlock()
+        return .failure(.unavailable(failure))
     }
 }
 

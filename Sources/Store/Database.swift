@@ -74,7 +74,11 @@ public final class Database: Sendable {
         let values = arguments.map(\.sqlValue)
         switch engine {
         case .sqlite(let pool, _):
-            return try await Self.sqlite { try await pool.read { db in try Self.run(db, sql, values) } }
+            // On the calling thread: a WAL read never waits for the writer, and the vault's reads
+            // are short (point lookups, pages of at most a few hundred rows). Handing each to a
+            // reader queue and back cost two thread switches, most of a velocity check's time on
+            // the tokenize path (issue 16).
+            return try await Self.sqlite { try pool.read { db in try Self.run(db, sql, values) } }
         case .postgres(let client, let logger):
             return try await Self.postgres { try await Self.run(client, logger, sql, values) }
         }
@@ -310,7 +314,11 @@ public struct Transaction: Sendable {
         let values = arguments.map(\.sqlValue)
         switch connection {
         case .sqlite(let pool):
-            return try await Database.sqlite { try await pool.writeWithoutTransaction { db in try Database.run(db, sql, values) } }
+            // On the calling thread: the transaction holds the write lock already (BEGIN
+            // IMMEDIATE), so a statement waits for nothing; its COMMIT, which waits for the disk,
+            // is handed to the writer's queue (`Database.transaction`). Issue 16: one thread switch
+            // each way per statement was a large part of a payment's cost.
+            return try await Database.sqlite { try pool.writeWithoutTransaction { db in try Database.run(db, sql, values) } }
         case .postgres(let c, let logger):
             return try await Database.postgres { try await Database.run(c, logger, sql, values) }
         }

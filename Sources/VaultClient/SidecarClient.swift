@@ -120,6 +120,17 @@ public struct SidecarClient: Sendable {
     /// Liveness.
     public func health() throws(VaultError) -> Bool { try request("GET", "/v1/health").status == 200 }
 
+    /// Posts `json`, a text that holds no card data (ciphertext and metadata only: an envelope batch
+    /// for the gateway's `POST /v1/fingerprints`), to `path` on any server speaking this API; the
+    /// head and the body go out in one write. The answer as it came, whatever its status.
+    /// - Throws: `SIDECAR_UNREACHABLE` (named `serverName`) when no answer came.
+    public func post(_ path: String, json: String) throws(VaultError) -> Answer {
+        var bytes = Array(json.utf8)
+        return try bytes.withUnsafeMutableBytes { b in
+            Result { () throws(VaultError) in try request("POST", path, body: UnsafeRawBufferPointer(b), inline: true) }
+        }.get()
+    }
+
     /// A plain GET of `path` (any server speaking this API on a Unix socket: the gateway's
     /// `/v1/keys`, `/metrics`).
     public func get(_ path: String) throws(VaultError) -> Answer { try request("GET", path) }
@@ -140,11 +151,18 @@ public struct SidecarClient: Sendable {
     /// Sends the request on an idle connection (or a new one) and reads its answer. A reused
     /// connection that the server had already closed (it answers nothing, not a byte: the request
     /// was never read) is dropped and the request sent once more on a new connection.
-    private func request(_ method: String, _ path: String, body: UnsafeRawBufferPointer? = nil) throws(VaultError) -> Answer {
+    /// `inline`: the body holds no card data and goes in the head's write (one syscall); otherwise
+    /// (a card in `SecureBytes`) it is sent from where it is, never copied.
+    private func request(_ method: String, _ path: String, body: UnsafeRawBufferPointer? = nil, inline: Bool = false) throws(VaultError) -> Answer {
         var head = "\(method) \(path) HTTP/1.1\r\nHost: vault\r\n"
         if let body { head += "Content-Type: application/json\r\nContent-Length: \(body.count)\r\n" }
         head += "\r\n"
-        let headBytes = Array(head.utf8)
+        var headBytes = Array(head.utf8)
+        var body = body
+        if inline, let b = body {
+            headBytes.append(contentsOf: b)
+            body = nil
+        }
         while true {
             let pooled = pool.take()
             let fd: Int32

@@ -1,0 +1,164 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CardRules
+import Foundation
+import Sidecar
+import Testing
+import Tokenizer
+import VaultCrypto
+
+/// `GatewayFingerprinter` against a scripted gateway on a real Unix socket: requests that arrive
+/// while a call is out go together in the next call, each caller gets its own envelope's answer,
+/// one kept-alive connection serves every call, a filler's batch is split at `maxBatch`, and a
+/// gateway that is down is answered `unavailable` (then at once, without asking, for `retryAfter`).
+struct GatewayFingerprinterTests {
+    /// A gateway that answers `POST /v1/fingerprints` with one fingerprint per envelope, made from
+    /// the envelope's sealed key (so a test can tell which answer belongs to which envelope). It
+    /// holds its first answer until `release()`, so that requests pile up behind it.
+    final class ScriptedGateway: @unchecked Sendable {
+        let path: String
+        private let listener: Int32
+        private let lock = NSLock()
+        private var _batches: [Int] = []
+        private var _connections = 0
+        private let gate = DispatchSemaphore(value: 0)
+
+        var batches: [Int] { lock.withLock { _batches } }
+        var connections: Int { lock.withLock { _connections } }
+
+        init() throws {
+            path = NSTemporaryDirectory() + "fp-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
+            listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+            var addr = sockaddr_un()
+            addr.sun_family = sa_family_t(AF_UNIX)
+            withUnsafeMutableBytes(of: &addr.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
+            let bound = withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            guard bound == 0, listen(listener, 16) == 0 else { throw VaultError(.sidecarUnreachable, "cannot listen") }
+            Thread.detachNewThread { [self] in accept() }
+        }
+
+        func release() { gate.signal() }
+
+        func stop() {
+            shutdown(listener, Int32(SHUT_RDWR))
+            close(listener)
+            unlink(path)
+        }
+
+        /// The fingerprint the gateway answers for an envelope.
+        static func fingerprint(_ envelope: CardEnvelope) -> String {
+            let raw = Array(Data(base64Encoded: envelope.sealedKey) ?? Data()).prefix(32)
+            return "fp1_0123456789abcdef_" + raw.map { String(format: "%02x", $0) }.joined()
+        }
+
+        private func accept() {
+            while true {
+                let fd = Glibc.accept(listener, nil, nil)
+                guard fd >= 0 else { return }
+                lock.withLock { _connections += 1 }
+                Thread.detachNewThread { [self] in serve(fd) }
+            }
+        }
+
+        private func serve(_ fd: Int32) {
+            defer { close(fd) }
+            var buffer: [UInt8] = []
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            var first = true
+            while true {
+                // One request: the head, then Content-Length bytes.
+                var request: (head: Int, length: Int)?
+                while request == nil || buffer.count < request!.head + request!.length {
+                    let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, $0.count, 0) }
+                    guard n > 0 else { return }
+                    buffer += chunk[0..<n]
+                    if request == nil, let end = (0..<max(0, buffer.count - 3)).first(where: { buffer[$0..<($0 + 4)].elementsEqual([13, 10, 13, 10]) }) {
+                        let head = String(decoding: buffer[..<end], as: UTF8.self).lowercased()
+                        let length = head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
+                            .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
+                        request = (end + 4, length)
+                    }
+                }
+                let body = Data(buffer[request!.head..<(request!.head + request!.length)])
+                buffer.removeFirst(request!.head + request!.length)
+                let object = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
+                let envelopes = object?["envelopes"] as? [[String: Any]] ?? []
+                lock.withLock { _batches.append(envelopes.count) }
+                if first {
+                    first = false
+                    gate.wait()
+                }
+                let data = envelopes.map { e -> String in
+                    let raw = Array(Data(base64Encoded: e["key"] as? String ?? "") ?? Data()).prefix(32)
+                    let fp = "fp1_0123456789abcdef_" + raw.map { String(format: "%02x", $0) }.joined()
+                    return "{\"fingerprint\":\"\(fp)\",\"fingerprints\":[\"\(fp)\"]}"
+                }
+                let answer = Array("{\"data\":[\(data.joined(separator: ","))]}".utf8)
+                let out = Array("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(answer.count)\r\n\r\n".utf8) + answer
+                guard out.withUnsafeBytes({ send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }) == out.count else { return }
+            }
+        }
+    }
+
+    static func envelopes(_ n: Int) throws -> [CardEnvelope] {
+        let key = try PublicKey(rawBytes: Array(repeating: 8, count: 32))
+        let card = try CardData(number: SecureBytes(Array("4242424242424242".utf8)), expiry: CardExpiry(month: 12, year: 2030), cvc: nil)
+        return try (0..<n).map { _ in try CardEnvelope.seal(card, to: key, now: CalendarMonth(year: 2026, month: 11)) }
+    }
+
+    @Test func requestsThatArriveDuringACallGoTogetherInTheNext() async throws {
+        let gateway = try ScriptedGateway()
+        defer { gateway.stop() }
+        let fingerprinter = GatewayFingerprinter(gatewaySocket: gateway.path, timeout: .seconds(10))
+        let all = try Self.envelopes(21)
+        let answers = try await withThrowingTaskGroup(of: (Int, [FingerprintAnswer]).self) { group in
+            // The first call goes out alone and is held; 20 more requests queue behind it.
+            group.addTask { (0, try await fingerprinter.fingerprints(of: [all[0]])) }
+            while gateway.batches.isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+            for i in 1..<21 { group.addTask { (i, try await fingerprinter.fingerprints(of: [all[i]])) } }
+            try await Task.sleep(for: .milliseconds(300))
+            gateway.release()
+            var out: [Int: [FingerprintAnswer]] = [:]
+            for try await (i, a) in group { out[i] = a }
+            return out
+        }
+        for (i, envelope) in all.enumerated() {
+            let fp = ScriptedGateway.fingerprint(envelope)
+            #expect(answers[i] == [.fingerprint(fp, others: [])], "envelope \(i)")
+        }
+        // One call of 1, then the 20 queued ones in one call (one call at a time by default).
+        #expect(gateway.batches == [1, 20])
+        #expect(gateway.connections == 1)
+    }
+
+    @Test func aFillersBatchIsSplitAtMaxBatchAndKeepsItsOrder() async throws {
+        let gateway = try ScriptedGateway()
+        defer { gateway.stop() }
+        gateway.release()
+        let fingerprinter = GatewayFingerprinter(gatewaySocket: gateway.path, timeout: .seconds(10), maxBatch: 8)
+        let all = try Self.envelopes(19)
+        let answers = try await fingerprinter.fingerprints(of: all)
+        #expect(answers == all.map { .fingerprint(ScriptedGateway.fingerprint($0), others: []) })
+        #expect(gateway.batches == [8, 8, 3])
+        #expect(gateway.connections == 1)
+    }
+
+    @Test func aGatewayThatIsDownIsUnavailableThenNotAskedForAWhile() async throws {
+        let path = NSTemporaryDirectory() + "fp-none-\(getpid()).sock"
+        let fingerprinter = GatewayFingerprinter(gatewaySocket: path, timeout: .seconds(1), retryAfter: .seconds(30))
+        let one = try Self.envelopes(1)
+        for attempt in 0..<2 {
+            do throws(FingerprintFailure) {
+                _ = try await fingerprinter.fingerprints(of: one)
+                Issue.record("answered without a gateway")
+            } catch {
+                guard case .unavailable(let why) = error else { return }
+                // The first call tried the socket; the second was not made.
+                #expect(attempt == 0 ? why.contains("the gateway") : why.contains("a moment ago"), "\(why)")
+            }
+        }
+    }
+}
