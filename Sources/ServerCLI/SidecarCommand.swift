@@ -1,6 +1,7 @@
 import ArgumentParser
 import Logging
 import Sidecar
+import SocketHTTP
 import Store
 import VaultCrypto
 
@@ -34,6 +35,10 @@ public struct SidecarCommand: AsyncParsableCommand {
             -d '{"card":{"number":"4242424242424242","exp_month":12,"exp_year":30}}' \\
             http://vault/v1/tokens
         """
+
+    /// First thing in `main`, before any task runs: Swift's tasks on NIO's event loops
+    /// (`SocketServer.runTasksOnEventLoops`).
+    public static func prepareExecutor() { SocketServer.runTasksOnEventLoops() }
 
     @OptionGroup var file: ConfigOption<SidecarSettings>
     @OptionGroup var socket: SocketOptions<SidecarSettings>

@@ -3,6 +3,8 @@ import Glibc
 #endif
 import Hummingbird
 import Logging
+import NIOCore
+import NIOPosix
 import ServiceLifecycle
 
 /// Serves a router on a vault Unix socket, for both servers: HTTP/1.1 with the peer's
@@ -11,6 +13,18 @@ import ServiceLifecycle
 /// (`SocketFile`), and `listening` is called then, and systemd told `READY=1` (`SystemdNotify`,
 /// for `Type=notify` units). Runs, with `services`, until SIGTERM/SIGINT (graceful drain).
 public enum SocketServer {
+    /// Makes NIO's event loops Swift's global executor, so a request's handler runs on the
+    /// event-loop threads instead of being handed to a pool of its own and back (issue 16: thread
+    /// switches were the largest cost per token after the seal). The sidecar's `main` calls it
+    /// first thing, before any task runs; false when it was too late (the process then runs as
+    /// before). Work on these threads must not wait long: the store's SQLite statements are
+    /// short, and a COMMIT, which waits for the disk, runs on the store's writer queue. The
+    /// gateway does not: measured, it gained nothing on fingerprints and lost a little on payments.
+    @discardableResult
+    public static func runTasksOnEventLoops() -> Bool {
+        NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
+    }
+
     public static func run<Responder: HTTPResponderBuilder>(
         _ router: Responder, socketPath: String, mode: mode_t, group: gid_t?, serverName: String, services: [any Service],
         logger: Logger, listening: @escaping @Sendable () -> Void

@@ -17,4 +17,5 @@ if getenv("SWIFT_BACKTRACE") == nil {
 }
 // A closed pipe is an IO_ERROR, not a signal death.
 signal(SIGPIPE, SIG_IGN)
+SidecarCommand.prepareExecutor()
 await SidecarCommand.runMain()
