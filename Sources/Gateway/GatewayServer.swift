@@ -147,7 +147,7 @@ extension GatewayServer {
         switch location {
         case .sqlite(let path):
             do throws(StoreError) {
-                let database = try Database(sqlitePath: path)
+                let database = try Database(sqlitePath: path, onCallingThread: true)
                 try await database.migrate()
                 return database
             } catch {

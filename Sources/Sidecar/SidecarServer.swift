@@ -74,7 +74,7 @@ public struct SidecarServer: Sendable {
         defer { audit?.close() }
         // One database for every table (tokens, payments, sessions, customers, mandates), migrated
         // once; on PostgreSQL its client runs for as long as the sidecar serves.
-        try await configuration.store.withDatabase(logger: logger) { db in try await serve(db, keys: keys, audit: audit) }
+        try await configuration.store.withDatabase(logger: logger, server: true) { db in try await serve(db, keys: keys, audit: audit) }
     }
 
     /// Serves over the opened store until SIGTERM/SIGINT.

@@ -27,10 +27,18 @@ public final class Database: Sendable {
     let engine: Engine
     public let dialect: Dialect
     public var backend: Backend { dialect.backend }
+    /// SQLite: reads, and the statements of a transaction before its COMMIT, run on the calling
+    /// thread instead of being handed to GRDB's queue and back (two thread switches each; issue
+    /// 16 measured them as a large part of a tokenize's and a payment's cost). They do not suspend
+    /// then, so a task that runs thousands of them in a row holds its thread all along: the
+    /// servers, whose requests run a few each, ask for it; tools and tests do not.
+    public let onCallingThread: Bool
 
     /// Opens (creating if needed) the SQLite file at `path`. Migrate with `migrate()`.
+    /// `onCallingThread`: see the property.
     /// - Throws: `STORE_UNAVAILABLE`.
-    public init(sqlitePath path: String) throws(StoreError) {
+    public init(sqlitePath path: String, onCallingThread: Bool = false) throws(StoreError) {
+        self.onCallingThread = onCallingThread
         var config = Configuration()
         // Another process may write the same file (`vault rewrap` during key rotation, a gateway
         // whose ledger is here): wait for its short transactions instead of failing with SQLITE_BUSY.
@@ -57,6 +65,7 @@ public final class Database: Sendable {
 
     /// A store over a PostgreSQL client that the caller runs (`client.run()`).
     public init(postgres client: PostgresClient, logger: Logger) {
+        onCallingThread = false
         engine = .postgres(client, logger)
         dialect = Dialect(backend: .postgres)
     }
@@ -74,11 +83,10 @@ public final class Database: Sendable {
         let values = arguments.map(\.sqlValue)
         switch engine {
         case .sqlite(let pool, _):
-            // On the calling thread: a WAL read never waits for the writer, and the vault's reads
-            // are short (point lookups, pages of at most a few hundred rows). Handing each to a
-            // reader queue and back cost two thread switches, most of a velocity check's time on
-            // the tokenize path (issue 16).
-            return try await Self.sqlite { try pool.read { db in try Self.run(db, sql, values) } }
+            // A WAL read never waits for the writer, and the vault's reads are short (point
+            // lookups, pages of at most a few hundred rows): on the calling thread when asked.
+            if onCallingThread { return try await Self.sqlite { try pool.read { db in try Self.run(db, sql, values) } } }
+            return try await Self.sqlite { try await pool.read { db in try Self.run(db, sql, values) } }
         case .postgres(let client, let logger):
             return try await Self.postgres { try await Self.run(client, logger, sql, values) }
         }
@@ -138,7 +146,7 @@ public final class Database: Sendable {
             defer { lock.release() }
             try await Self.sqlite { try await pool.writeWithoutTransaction { db in try db.execute(sql: "BEGIN IMMEDIATE") } }
             do {
-                let value = try await body(Transaction(connection: .sqlite(pool), dialect: dialect))
+                let value = try await body(Transaction(connection: .sqlite(pool, onCallingThread: onCallingThread), dialect: dialect))
                 try await Self.sqlite { try await pool.writeWithoutTransaction { db in try db.execute(sql: "COMMIT") } }
                 return value
             } catch {
@@ -301,7 +309,7 @@ public final class Database: Sendable {
 /// A transaction in progress (`Database.transaction`): its statements run in order, atomically.
 public struct Transaction: Sendable {
     enum Connection: @unchecked Sendable {
-        case sqlite(DatabasePool)
+        case sqlite(DatabasePool, onCallingThread: Bool)
         case postgres(PostgresConnection, Logger)
     }
 
@@ -313,12 +321,14 @@ public struct Transaction: Sendable {
     public func query(_ sql: String, _ arguments: [any SQLBindable] = []) async throws(StoreError) -> [SQLRow] {
         let values = arguments.map(\.sqlValue)
         switch connection {
-        case .sqlite(let pool):
-            // On the calling thread: the transaction holds the write lock already (BEGIN
-            // IMMEDIATE), so a statement waits for nothing; its COMMIT, which waits for the disk,
-            // is handed to the writer's queue (`Database.transaction`). Issue 16: one thread switch
-            // each way per statement was a large part of a payment's cost.
-            return try await Database.sqlite { try pool.writeWithoutTransaction { db in try Database.run(db, sql, values) } }
+        case .sqlite(let pool, let onCallingThread):
+            // The transaction holds the write lock already (BEGIN IMMEDIATE), so a statement waits
+            // for nothing: on the calling thread when asked (`Database.onCallingThread`). Its
+            // COMMIT, which waits for the disk, is always handed to the writer's queue.
+            if onCallingThread {
+                return try await Database.sqlite { try pool.writeWithoutTransaction { db in try Database.run(db, sql, values) } }
+            }
+            return try await Database.sqlite { try await pool.writeWithoutTransaction { db in try Database.run(db, sql, values) } }
         case .postgres(let c, let logger):
             return try await Database.postgres { try await Database.run(c, logger, sql, values) }
         }

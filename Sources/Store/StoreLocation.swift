@@ -244,10 +244,11 @@ extension StoreLocation {
     /// serves inside `body`; `vault rewrap` and `vault keys retire` walk the envelope tables in it.
     /// - Throws: `STORE_UNAVAILABLE` (the connection or TLS failure at start, with its reason),
     ///   `STORE_TOO_NEW`, `STORE_TLS_INVALID`, and whatever `body` throws.
-    public func withDatabase<T: Sendable>(logger: Logger, _ body: (Database) async throws -> T) async throws -> T {
+    /// `server`: a server's store (SQLite statements on the calling thread, `Database.onCallingThread`).
+    public func withDatabase<T: Sendable>(logger: Logger, server: Bool = false, _ body: (Database) async throws -> T) async throws -> T {
         switch self {
         case .sqlite(let path):
-            let db = try Database(sqlitePath: path)
+            let db = try Database(sqlitePath: path, onCallingThread: server)
             try await db.migrate()
             return try await body(db)
         case .postgres(let location):

@@ -86,8 +86,6 @@ import VaultOpen
     }
 
     // MARK: - In the call
-    // (A retry window of 20 s, not the few seconds these need alone: a test process running the
-    // whole suite in parallel can take seconds to get to the re-send, and the window counts them.)
 
     /// A 500 (nothing charged) then a success: the in-call re-send with the same idempotency key
     /// settles it, and the processor charged once.
@@ -97,7 +95,7 @@ import VaultOpen
         let processor = try StandIn(dir: f.dir, name: "p")
         defer { processor.stop() }
         let relay = try await RelayProcessorTests.load(
-            Self.template(port: processor.port, scenario: "fail-1", settle: ["resend": true, "retry_within_seconds": 20]), dir: f.dir,
+            Self.template(port: processor.port, scenario: "fail-1", settle: ["resend": true, "retry_within_seconds": 5]), dir: f.dir,
             timing: Self.timing)
         let envelope = try f.envelope("4242424242424242")
         let payment = RandomID.make(prefix: "pay_")
@@ -121,7 +119,7 @@ import VaultOpen
         let processor = try StandIn(dir: f.dir, name: "p")
         defer { processor.stop() }
         let relay = try await RelayProcessorTests.load(
-            Self.template(port: processor.port, scenario: "fail-1", settle: ["server_errors": "not_charged", "resend": true, "retry_within_seconds": 20]),
+            Self.template(port: processor.port, scenario: "fail-1", settle: ["server_errors": "not_charged", "resend": true, "retry_within_seconds": 5]),
             dir: f.dir, timing: Self.timing)
         let envelope = try f.envelope("4242424242424242")
         let payment = RandomID.make(prefix: "pay_")
@@ -163,7 +161,7 @@ import VaultOpen
         let processor = try StandIn(dir: f.dir, name: "p")
         defer { processor.stop() }
         let relay = try await RelayProcessorTests.load(
-            Self.template(port: processor.port, scenario: "drop-once", settle: ["resend": true, "retry_within_seconds": 20]), dir: f.dir,
+            Self.template(port: processor.port, scenario: "drop-once", settle: ["resend": true, "retry_within_seconds": 5]), dir: f.dir,
             timing: Self.timing)
         let payment = RandomID.make(prefix: "pay_")
         let outcome = try await relay.authorize(Self.request(payment), card: try Self.card(f, try f.envelope("4242424242424242")))

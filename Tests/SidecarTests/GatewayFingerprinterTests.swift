@@ -112,7 +112,7 @@ struct GatewayFingerprinterTests {
     @Test func requestsThatArriveDuringACallGoTogetherInTheNext() async throws {
         let gateway = try ScriptedGateway()
         defer { gateway.stop() }
-        let fingerprinter = GatewayFingerprinter(gatewaySocket: gateway.path, timeout: .seconds(10))
+        let fingerprinter = GatewayFingerprinter(gatewaySocket: gateway.path, timeout: .seconds(60))
         let all = try Self.envelopes(21)
         let answers = try await withThrowingTaskGroup(of: (Int, [FingerprintAnswer]).self) { group in
             // The first call goes out alone and is held; 20 more requests queue behind it.
@@ -138,7 +138,7 @@ struct GatewayFingerprinterTests {
         let gateway = try ScriptedGateway()
         defer { gateway.stop() }
         gateway.release()
-        let fingerprinter = GatewayFingerprinter(gatewaySocket: gateway.path, timeout: .seconds(10), maxBatch: 8)
+        let fingerprinter = GatewayFingerprinter(gatewaySocket: gateway.path, timeout: .seconds(60), maxBatch: 8)
         let all = try Self.envelopes(19)
         let answers = try await fingerprinter.fingerprints(of: all)
         #expect(answers == all.map { .fingerprint(ScriptedGateway.fingerprint($0), others: []) })
