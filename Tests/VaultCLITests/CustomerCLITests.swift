@@ -46,6 +46,9 @@ import Testing
         for instrument in instruments { #expect(erased.out.contains("erased instrument \(instrument)"), "\(erased.out)") }
         #expect(erased.out.contains("deleted customer \(id): 2 instruments erased, 0 mandates cancelled"), "\(erased.out)")
         #expect(try s.curl("GET", "/v1/customers/\(id)").0 == 404)
+        // A retry of the request that made it: the key's customer is gone, 404 (openapi.json lists it).
+        let (retried, retriedBody) = try s.curl("POST", "/v1/customers", #"{"reference":"crm-7","idempotency_key":"make-crm-7"}"#)
+        #expect(retried == 404 && retriedBody.contains("CUSTOMER_NOT_FOUND"), "\(retriedBody)")
         let twice = try vault("customers", "delete", id, "--store", store)
         #expect(twice.status == 1 && twice.stderr.contains("CUSTOMER_NOT_FOUND"), "\(twice.stderr)")
         let audit = try String(contentsOfFile: s.dir + "/cli-audit.jsonl", encoding: .utf8)
