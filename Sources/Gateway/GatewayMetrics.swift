@@ -58,8 +58,6 @@ public final class GatewayMetrics: Sendable {
         fingerprints.increment(by: Int64(count))
     }
 
-
-
     /// An authorization answered by the processor.
     func authorized(status: String, duration: Duration) {
         registry.makeCounter(

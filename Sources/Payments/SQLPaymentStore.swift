@@ -114,7 +114,7 @@ public final class SQLPaymentStore: PaymentStore, SessionStore {
         let sql = all
             ? "SELECT status, COUNT(*) FROM vault_payments GROUP BY status"
             : "SELECT status, COUNT(*) FROM vault_payments WHERE status IN ('processing','unknown') GROUP BY status"
-        for row in try await db.query(sql) {
+        for row in try await db.scan(sql) {
             // A state this version does not know is not counted (an older sidecar beside a newer one).
             if let status = PaymentRecord.Status(rawValue: try row.string(0)) { byStatus[status] = try row.int(1) }
         }

@@ -23,7 +23,8 @@ import VaultCrypto
 /// When the gateway cannot answer (down, slow past `timeout`, no fingerprint key), the answer is
 /// `unavailable`: the token is stored without a fingerprint and `FingerprintFiller` fills it in.
 /// After such a failure, tokenizations do not ask again for `retryAfter` (they answer
-/// `unavailable` at once), so a sidecar whose gateway is down tokenizes at full speed.
+/// `unavailable` at once, and so do those that queued during the failed call), so a sidecar whose
+/// gateway is down or hung tokenizes at full speed.
 public final class GatewayFingerprinter: Fingerprinter, @unchecked Sendable {
     typealias Waiter = CheckedContinuation<Result<[FingerprintAnswer], FingerprintFailure>, Never>
 
@@ -34,11 +35,16 @@ public final class GatewayFingerprinter: Fingerprinter, @unchecked Sendable {
     let idleExit: TimeInterval
     /// Guards everything below; idle threads wait on it.
     private let condition = NSCondition()
-    /// Requests waiting, in arrival order: a tokenize's one envelope, or a filler's batch.
-    private var queue: [(envelopes: [String], waiter: Waiter)] = []
+    /// Requests waiting, in arrival order: a tokenize's one envelope (`tokenize`: answered
+    /// `unavailable` without asking while the gateway is down), or a filler's batch.
+    private var queue: [(envelopes: [String], tokenize: Bool, waiter: Waiter)] = []
     private var threads = 0
-    private var idle = 0
+    /// Threads waiting for work, and the wake-ups sent to them that no thread has taken yet.
+    private var waiting = 0, wakeups = 0
     private var downUntil: ContinuousClock.Instant?
+
+    /// Requests queued and not yet sent (tests).
+    var queued: Int { condition.withLock { queue.count } }
 
     /// A fingerprinter over the gateway's socket; one call waits at most `timeout` for each
     /// read or write.
@@ -64,7 +70,8 @@ public final class GatewayFingerprinter: Fingerprinter, @unchecked Sendable {
         var at = 0
         while at < envelopes.count {
             let part = envelopes[at..<min(at + maxBatch, envelopes.count)].map(\.json)
-            let result = await withCheckedContinuation { (waiter: Waiter) in submit(part, waiter) }
+            let tokenize = envelopes.count == 1
+            let result = await withCheckedContinuation { (waiter: Waiter) in submit(part, tokenize: tokenize, waiter) }
             answers += try result.get()
             at += part.count
         }
@@ -72,11 +79,12 @@ public final class GatewayFingerprinter: Fingerprinter, @unchecked Sendable {
     }
 
     /// Queues a request and wakes an idle thread, or starts one while fewer than `maxInFlight` run.
-    private func submit(_ envelopes: [String], _ waiter: Waiter) {
+    private func submit(_ envelopes: [String], tokenize: Bool, _ waiter: Waiter) {
         condition.lock()
-        queue.append((envelopes, waiter))
+        queue.append((envelopes, tokenize, waiter))
         var start = false
-        if idle > 0 {
+        if waiting > wakeups {
+            wakeups += 1
             condition.signal()
         } else if threads < maxInFlight {
             threads += 1
@@ -92,7 +100,9 @@ public final class GatewayFingerprinter: Fingerprinter, @unchecked Sendable {
 
     /// A calling thread: sends what is queued, batch after batch; ends after `idleExit` with nothing to send.
     private func work() {
-        while let batch = nextBatch() {
+        while let (batch, refused) = nextBatch() {
+            for entry in refused { entry.waiter.resume(returning: .failure(.unavailable("the gateway did not answer a moment ago"))) }
+            guard !batch.isEmpty else { continue }
             let counts = batch.map(\.envelopes.count)
             switch call(batch.flatMap(\.envelopes)) {
             case .success(let answers):
@@ -107,20 +117,35 @@ public final class GatewayFingerprinter: Fingerprinter, @unchecked Sendable {
         }
     }
 
-    /// The next batch (whole requests, at most `maxBatch` envelopes but at least one request), or
-    /// nil when nothing came for `idleExit` (the thread ends).
-    private func nextBatch() -> [(envelopes: [String], waiter: Waiter)]? {
+    /// The next batch (whole requests, at most `maxBatch` envelopes but at least one request), and
+    /// the tokenizes to answer `unavailable` at once (the gateway failed a moment ago: those that
+    /// queued during the failed call are not sent); nil when nothing came for `idleExit` (the
+    /// thread ends).
+    private func nextBatch() -> (batch: [(envelopes: [String], tokenize: Bool, waiter: Waiter)], refused: [(envelopes: [String], tokenize: Bool, waiter: Waiter)])? {
         condition.lock()
         defer { condition.unlock() }
         while queue.isEmpty {
-            idle += 1
+            waiting += 1
             let woken = condition.wait(until: Date(timeIntervalSinceNow: idleExit))
-            idle -= 1
+            waiting -= 1
+            // Whatever woke it (a signal, the time-out, a spurious wake-up), a wake-up owed is paid.
+            if wakeups > 0 { wakeups -= 1 }
             if !woken, queue.isEmpty {
                 threads -= 1
                 return nil
             }
         }
+        if let until = downUntil, ContinuousClock.now < until {
+            let refused = queue.filter(\.tokenize)
+            queue.removeAll(where: \.tokenize)
+            if queue.isEmpty { return ([], refused) }
+            return (take(), refused)
+        }
+        return (take(), [])
+    }
+
+    /// Takes the next batch off the queue (under the lock; the queue is not empty).
+    private func take() -> [(envelopes: [String], tokenize: Bool, waiter: Waiter)] {
         var n = 1, envelopes = queue[0].envelopes.count
         while n < queue.count, envelopes + queue[n].envelopes.count <= maxBatch {
             envelopes += queue[n].envelopes.count

@@ -17,9 +17,11 @@ public enum SocketServer {
     /// event-loop threads instead of being handed to a pool of its own and back (issue 16: thread
     /// switches were the largest cost per token after the seal). The sidecar's `main` calls it
     /// first thing, before any task runs; false when it was too late (the process then runs as
-    /// before). Work on these threads must not wait long: the store's SQLite statements are
-    /// short, and a COMMIT, which waits for the disk, runs on the store's writer queue. The
-    /// gateway does not: measured, it gained nothing on fingerprints and lost a little on payments.
+    /// before). Work on these threads must not wait long: the store's short SQLite statements run
+    /// on them, but a COMMIT (which waits for the disk) runs on the store's writer queue and a
+    /// long read on a dispatch thread (`Database.scan`); the audit log's `fdatasync`, at most once
+    /// per `sync_interval`, does run on them. The gateway does not do this: measured, it gained
+    /// nothing on fingerprints and lost a little on payments.
     @discardableResult
     public static func runTasksOnEventLoops() -> Bool {
         NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()

@@ -31,7 +31,10 @@ public final class Database: Sendable {
     /// thread instead of being handed to GRDB's queue and back (two thread switches each; issue
     /// 16 measured them as a large part of a tokenize's and a payment's cost). They do not suspend
     /// then, so a task that runs thousands of them in a row holds its thread all along: the
-    /// servers, whose requests run a few each, ask for it; tools and tests do not.
+    /// servers, whose requests run a few each, ask for it; tools and tests do not. A read that may
+    /// take long (a count over a whole table, a filtered page) goes through `scan`, off the
+    /// calling thread. Such a store never uses GRDB's async reads, which hold a reader until their
+    /// task resumes: with every reader so held and every thread waiting for one, nothing would move.
     public let onCallingThread: Bool
 
     /// Opens (creating if needed) the SQLite file at `path`. Migrate with `migrate()`.
@@ -46,6 +49,9 @@ public final class Database: Sendable {
         // Transactions span several statements, each run on the writer connection in turn
         // (under `AsyncLock`): GRDB must not treat an open transaction between them as an error.
         config.allowsUnsafeTransactions = true
+        // Reads on the calling thread (`onCallingThread`) wait for a free reader: at least one per
+        // core, so that the event loops never queue behind each other for one.
+        config.maximumReaderCount = max(config.maximumReaderCount, ProcessInfo.processInfo.activeProcessorCount + 2)
         config.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = FULL")
             // Zero what a delete or update frees: a deleted row's ciphertext does not linger.
@@ -90,6 +96,22 @@ public final class Database: Sendable {
         case .postgres(let client, let logger):
             return try await Self.postgres { try await Self.run(client, logger, sql, values) }
         }
+    }
+
+    /// `query` for a read that may take long (a count over a whole table, a page whose filters
+    /// walk many rows): on a server's store (`onCallingThread`) it runs on a dispatch thread, so
+    /// that an event loop does not wait for it.
+    public func scan(_ sql: String, _ arguments: [any SQLBindable] = []) async throws(StoreError) -> [SQLRow] {
+        guard onCallingThread, case .sqlite(let pool, _) = engine else { return try await query(sql, arguments) }
+        let values = arguments.map(\.sqlValue)
+        let result = await withCheckedContinuation { (c: CheckedContinuation<Result<[SQLRow], StoreError>, Never>) in
+            DispatchQueue.global().async {
+                do { c.resume(returning: .success(try pool.read { db in try Self.run(db, sql, values) })) } catch {
+                    c.resume(returning: .failure(Self.map(error)))
+                }
+            }
+        }
+        return try result.get()
     }
 
     /// Runs one statement as its own durable transaction; its rows (use `RETURNING` to learn what
@@ -150,7 +172,9 @@ public final class Database: Sendable {
                 try await Self.sqlite { try await pool.writeWithoutTransaction { db in try db.execute(sql: "COMMIT") } }
                 return value
             } catch {
-                try? await pool.writeWithoutTransaction { db in if db.isInsideTransaction { try db.execute(sql: "ROLLBACK") } }
+                // Not GRDB's async call: in a cancelled task it would not run, and the writer would
+                // be left inside this transaction.
+                Self.rollback(pool)
                 throw error
             }
         case .postgres(let client, let logger):
@@ -162,6 +186,12 @@ public final class Database: Sendable {
                 }
             }
         }
+    }
+
+    /// Rolls back the writer's open transaction, if any, on this thread (GRDB's synchronous call,
+    /// which a task's cancellation does not skip).
+    static func rollback(_ pool: DatabasePool) {
+        try? pool.writeWithoutTransaction { db in if db.isInsideTransaction { try db.execute(sql: "ROLLBACK") } }
     }
 
     // MARK: Backends

@@ -204,7 +204,7 @@ public final class LedgerStore: Sendable {
 
     /// Rows not `done`, for metrics (`unknown` past their deadline are counted apart).
     public func unsettledCount(now: Date) async throws(StoreError) -> (unsettled: Int, pastDeadline: Int) {
-        let row = try await db.query("""
+        let row = try await db.scan("""
             SELECT COUNT(*), COALESCE(SUM(CASE WHEN deadline_at IS NOT NULL AND deadline_at < ? THEN 1 ELSE 0 END), 0)
             FROM vault_ledger WHERE state <> 'done'
             """, [now]).first

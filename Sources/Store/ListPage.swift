@@ -67,7 +67,8 @@ extension Database {
         }
         let whereSQL = clauses.isEmpty ? "" : " WHERE " + clauses.joined(separator: " AND ")
         let limit = min(max(q.limit, ListQuery.limits.lowerBound), ListQuery.limits.upperBound)
-        let rows = try await query(
+        // Filters may walk many rows before a page is full: off the calling thread (`scan`).
+        let rows = try await scan(
             "SELECT \(columns) FROM \(table)\(whereSQL) ORDER BY created_at DESC, \(idColumn) DESC LIMIT \(limit + 1)", arguments)
         return .page(Array(rows.prefix(limit)), hasMore: rows.count > limit)
     }

@@ -183,7 +183,7 @@ public struct SidecarClient: Sendable {
                 throw VaultError(.sidecarUnreachable, "\(serverName) closed the connection without an answer")
             }
             if answer.keepAlive { pool.give(fd) } else { close(fd) }
-            return try HTTPResponseParser.parse(answer.raw)
+            return try HTTPResponseParser.parse(answer.raw, peer: serverName)
         }
     }
 }

@@ -161,14 +161,14 @@ enum HTTPResponseParser {
         return f
     }
 
-    static func parse(_ raw: [UInt8]) throws(VaultError) -> SidecarClient.Answer {
+    static func parse(_ raw: [UInt8], peer: String = "the sidecar") throws(VaultError) -> SidecarClient.Answer {
         guard let headEnd = headEnd(raw) else {
-            throw VaultError(.sidecarUnreachable, "the sidecar's answer is not HTTP")
+            throw VaultError(.sidecarUnreachable, "the answer of \(peer) is not HTTP")
         }
         let head = String(decoding: raw[..<headEnd], as: UTF8.self)
         let lines = head.split(separator: "\r\n")
         guard let statusLine = lines.first, statusLine.hasPrefix("HTTP/1."), let status = Int(statusLine.split(separator: " ").dropFirst().first ?? "") else {
-            throw VaultError(.sidecarUnreachable, "the sidecar's answer is not HTTP")
+            throw VaultError(.sidecarUnreachable, "the answer of \(peer) is not HTTP")
         }
         var chunked = false
         for line in lines.dropFirst() {

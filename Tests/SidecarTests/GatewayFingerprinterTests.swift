@@ -3,7 +3,7 @@ import Glibc
 #endif
 import CardRules
 import Foundation
-import Sidecar
+@testable import Sidecar
 import Testing
 import Tokenizer
 import VaultCrypto
@@ -23,6 +23,8 @@ struct GatewayFingerprinterTests {
         private var _batches: [Int] = []
         private var _connections = 0
         private let gate = DispatchSemaphore(value: 0)
+        /// The held first call is answered 503 (a gateway without a fingerprint key).
+        var failFirst = false
 
         var batches: [Int] { lock.withLock { _batches } }
         var connections: Int { lock.withLock { _connections } }
@@ -90,6 +92,12 @@ struct GatewayFingerprinterTests {
                 if first {
                     first = false
                     gate.wait()
+                    if failFirst {
+                        let error = Array(#"{"error":{"code":"FINGERPRINT_KEY_MISSING","message":"no key"}}"#.utf8)
+                        let out = Array("HTTP/1.1 503 Service Unavailable\r\nContent-Length: \(error.count)\r\n\r\n".utf8) + error
+                        guard out.withUnsafeBytes({ send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }) == out.count else { return }
+                        continue
+                    }
                 }
                 let data = envelopes.map { e -> String in
                     let raw = Array(Data(base64Encoded: e["key"] as? String ?? "") ?? Data()).prefix(32)
@@ -119,7 +127,7 @@ struct GatewayFingerprinterTests {
             group.addTask { (0, try await fingerprinter.fingerprints(of: [all[0]])) }
             while gateway.batches.isEmpty { try await Task.sleep(for: .milliseconds(5)) }
             for i in 1..<21 { group.addTask { (i, try await fingerprinter.fingerprints(of: [all[i]])) } }
-            try await Task.sleep(for: .milliseconds(300))
+            while fingerprinter.queued < 20 { try await Task.sleep(for: .milliseconds(5)) }
             gateway.release()
             var out: [Int: [FingerprintAnswer]] = [:]
             for try await (i, a) in group { out[i] = a }
@@ -132,6 +140,35 @@ struct GatewayFingerprinterTests {
         // One call of 1, then the 20 queued ones in one call (one call at a time by default).
         #expect(gateway.batches == [1, 20])
         #expect(gateway.connections == 1)
+    }
+
+    @Test func tokenizesQueuedDuringAFailedCallAreAnsweredWithoutAnotherCall() async throws {
+        let gateway = try ScriptedGateway()
+        gateway.failFirst = true
+        defer { gateway.stop() }
+        let fingerprinter = GatewayFingerprinter(gatewaySocket: gateway.path, timeout: .seconds(60), retryAfter: .seconds(3600))
+        let all = try Self.envelopes(11)
+        let outcomes = await withTaskGroup(of: FingerprintFailure?.self) { group in
+            group.addTask {
+                do throws(FingerprintFailure) { _ = try await fingerprinter.fingerprints(of: [all[0]]) } catch { return error }
+                return nil
+            }
+            while gateway.batches.isEmpty { try? await Task.sleep(for: .milliseconds(5)) }
+            for i in 1..<11 {
+                group.addTask {
+                    do throws(FingerprintFailure) { _ = try await fingerprinter.fingerprints(of: [all[i]]) } catch { return error }
+                    return nil
+                }
+            }
+            while fingerprinter.queued < 10 { try? await Task.sleep(for: .milliseconds(5)) }
+            gateway.release()
+            var out: [FingerprintFailure?] = []
+            for await o in group { out.append(o) }
+            return out
+        }
+        // Every caller is told `unavailable`; only the first call reached the gateway.
+        #expect(outcomes.count == 11 && outcomes.allSatisfy { if case .unavailable? = $0 { true } else { false } }, "\(outcomes)")
+        #expect(gateway.batches == [1])
     }
 
     @Test func aFillersBatchIsSplitAtMaxBatchAndKeepsItsOrder() async throws {
