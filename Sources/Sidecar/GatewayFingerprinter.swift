@@ -45,6 +45,8 @@ public final class GatewayFingerprinter: Fingerprinter, @unchecked Sendable {
 
     /// Requests queued and not yet sent (tests).
     var queued: Int { condition.withLock { queue.count } }
+    /// Calling threads running (tests).
+    var running: Int { condition.withLock { threads } }
 
     /// A fingerprinter over the gateway's socket; one call waits at most `timeout` for each
     /// read or write.

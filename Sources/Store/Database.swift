@@ -26,6 +26,8 @@ public final class Database: Sendable {
 
     let engine: Engine
     public let dialect: Dialect
+    /// Group commit of a server's SQLite writes (`onCallingThread`; `CommitGroup`).
+    let group = CommitGroup()
     public var backend: Backend { dialect.backend }
     /// SQLite: reads, and the statements of a transaction before its COMMIT, run on the calling
     /// thread instead of being handed to GRDB's queue and back (two thread switches each; issue
@@ -35,6 +37,7 @@ public final class Database: Sendable {
     /// take long (a count over a whole table, a filtered page) goes through `scan`, off the
     /// calling thread. Such a store never uses GRDB's async reads, which hold a reader until their
     /// task resumes: with every reader so held and every thread waiting for one, nothing would move.
+    /// Its writes (`transaction`, `write`, `batch`) are also committed in groups (`CommitGroup`).
     public let onCallingThread: Bool
 
     /// Opens (creating if needed) the SQLite file at `path`. Migrate with `migrate()`.
@@ -121,6 +124,7 @@ public final class Database: Sendable {
         let values = arguments.map(\.sqlValue)
         switch engine {
         case .sqlite(let pool, let lock):
+            if onCallingThread { return try await grouped(pool, lock) { (t) throws(StoreError) in try await t.query(sql, values) } }
             await lock.acquire()
             defer { lock.release() }
             return try await Self.sqlite { try await pool.writeWithoutTransaction { db in try Self.run(db, sql, values) } }
@@ -134,6 +138,13 @@ public final class Database: Sendable {
     public func batch(_ sql: String, _ argumentLists: [[SQLValue]]) async throws(StoreError) -> [[SQLRow]] {
         switch engine {
         case .sqlite(let pool, let lock):
+            if onCallingThread {
+                return try await grouped(pool, lock) { (t) throws(StoreError) in
+                    var out: [[SQLRow]] = []
+                    for values in argumentLists { out.append(try await t.query(sql, values)) }
+                    return out
+                }
+            }
             await lock.acquire()
             defer { lock.release() }
             return try await Self.sqlite {
@@ -164,6 +175,7 @@ public final class Database: Sendable {
     public func transaction<T: Sendable>(_ body: (Transaction) async throws(StoreError) -> T) async throws(StoreError) -> T {
         switch engine {
         case .sqlite(let pool, let lock):
+            if onCallingThread { return try await grouped(pool, lock, body) }
             await lock.acquire()
             defer { lock.release() }
             try await Self.sqlite { try await pool.writeWithoutTransaction { db in try db.execute(sql: "BEGIN IMMEDIATE") } }
@@ -423,6 +435,9 @@ final class AsyncLock: @unchecked Sendable {
             }
         }
     }
+
+    /// Whether a task waits for the lock (asked by its holder).
+    var hasWaiters: Bool { lock.withLock { !waiters.isEmpty } }
 
     func release() {
         lock.lock()

@@ -25,6 +25,8 @@ struct GatewayFingerprinterTests {
         private let gate = DispatchSemaphore(value: 0)
         /// The held first call is answered 503 (a gateway without a fingerprint key).
         var failFirst = false
+        /// Every answer leaves out its last envelope's entry (a broken gateway).
+        var answerShort = false
 
         var batches: [Int] { lock.withLock { _batches } }
         var connections: Int { lock.withLock { _connections } }
@@ -99,7 +101,7 @@ struct GatewayFingerprinterTests {
                         continue
                     }
                 }
-                let data = envelopes.map { e -> String in
+                let data = envelopes.dropLast(answerShort ? 1 : 0).map { e -> String in
                     let raw = Array(Data(base64Encoded: e["key"] as? String ?? "") ?? Data()).prefix(32)
                     let fp = "fp1_0123456789abcdef_" + raw.map { String(format: "%02x", $0) }.joined()
                     return "{\"fingerprint\":\"\(fp)\",\"fingerprints\":[\"\(fp)\"]}"
@@ -169,6 +171,76 @@ struct GatewayFingerprinterTests {
         // Every caller is told `unavailable`; only the first call reached the gateway.
         #expect(outcomes.count == 11 && outcomes.allSatisfy { if case .unavailable? = $0 { true } else { false } }, "\(outcomes)")
         #expect(gateway.batches == [1])
+    }
+
+    @Test func withTwoInFlightASecondCallGoesOutWhileTheFirstIsHeld() async throws {
+        let gateway = try ScriptedGateway()
+        defer { gateway.stop() }
+        let fingerprinter = GatewayFingerprinter(gatewaySocket: gateway.path, timeout: .seconds(60), maxInFlight: 2)
+        let all = try Self.envelopes(7)
+        let answers = try await withThrowingTaskGroup(of: (Int, [FingerprintAnswer]).self) { group in
+            // Each connection's first call is held: the second request starts a second thread and
+            // connection, and the 5 after them queue for whichever thread is free first.
+            group.addTask { (0, try await fingerprinter.fingerprints(of: [all[0]])) }
+            while gateway.batches.count < 1 { try await Task.sleep(for: .milliseconds(5)) }
+            group.addTask { (1, try await fingerprinter.fingerprints(of: [all[1]])) }
+            while gateway.batches.count < 2 { try await Task.sleep(for: .milliseconds(5)) }
+            for i in 2..<7 { group.addTask { (i, try await fingerprinter.fingerprints(of: [all[i]])) } }
+            while fingerprinter.queued < 5 { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(fingerprinter.running == 2)
+            gateway.release()
+            gateway.release()
+            var out: [Int: [FingerprintAnswer]] = [:]
+            for try await (i, a) in group { out[i] = a }
+            return out
+        }
+        for (i, envelope) in all.enumerated() {
+            #expect(answers[i] == [.fingerprint(ScriptedGateway.fingerprint(envelope), others: [])], "envelope \(i)")
+        }
+        #expect(gateway.batches == [1, 1, 5])
+        #expect(gateway.connections == 2)
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aThreadIdleForIdleExitEndsAndTheNextRequestStartsOne() async throws {
+        let gateway = try ScriptedGateway()
+        defer { gateway.stop() }
+        gateway.release()
+        let fingerprinter = GatewayFingerprinter(gatewaySocket: gateway.path, timeout: .seconds(60), idleExit: 0.1)
+        let all = try Self.envelopes(2)
+        #expect(try await fingerprinter.fingerprints(of: [all[0]]) == [.fingerprint(ScriptedGateway.fingerprint(all[0]), others: [])])
+        var waited = 0
+        while fingerprinter.running > 0, waited < 6000 {
+            try await Task.sleep(for: .milliseconds(10))
+            waited += 10
+        }
+        #expect(fingerprinter.running == 0, "the idle thread did not end")
+        #expect(try await fingerprinter.fingerprints(of: [all[1]]) == [.fingerprint(ScriptedGateway.fingerprint(all[1]), others: [])])
+        #expect(gateway.batches == [1, 1])
+    }
+
+    @Test func anAnswerWithoutAnEntryPerEnvelopeIsUnavailableForTheWholeBatch() async throws {
+        let gateway = try ScriptedGateway()
+        gateway.answerShort = true
+        defer { gateway.stop() }
+        gateway.release()
+        let fingerprinter = GatewayFingerprinter(gatewaySocket: gateway.path, timeout: .seconds(60), retryAfter: .seconds(3600))
+        let all = try Self.envelopes(3)
+        do throws(FingerprintFailure) {
+            let answers = try await fingerprinter.fingerprints(of: all)
+            Issue.record("a short answer was taken: \(answers)")
+        } catch {
+            guard case .unavailable(let why) = error else { Issue.record("\(error)"); return }
+            #expect(why.contains("one entry per envelope"), "\(why)")
+        }
+        // The gateway is then taken as down: a tokenize is answered without a call.
+        do throws(FingerprintFailure) {
+            _ = try await fingerprinter.fingerprints(of: [all[0]])
+            Issue.record("answered")
+        } catch {
+            guard case .unavailable(let why) = error else { Issue.record("\(error)"); return }
+            #expect(why.contains("a moment ago"), "\(why)")
+        }
+        #expect(gateway.batches == [3])
     }
 
     @Test func aFillersBatchIsSplitAtMaxBatchAndKeepsItsOrder() async throws {
