@@ -158,6 +158,9 @@ public protocol PaymentStore: Sendable {
     /// The payment made under an idempotency key in a scope, if any (never one of another scope).
     func find(scope: String, idempotencyKey: String) async throws(StoreError) -> PaymentRecord?
 
+    /// The payments made under an idempotency key in each of `scopes`, in one read: scope → payment.
+    func find(scopes: [String], idempotencyKey: String) async throws(StoreError) -> [String: PaymentRecord]
+
     /// Marks a payment still `processing` as `unknown` with `reason` (settlement gave up by its
     /// deadline). False when it is not `processing` (settled meanwhile, or already unknown).
     func markUnknown(_ id: String, reason: String, now: Date) async throws(StoreError) -> Bool

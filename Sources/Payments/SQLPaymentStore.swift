@@ -100,6 +100,14 @@ public final class SQLPaymentStore: PaymentStore, SessionStore {
         try await select("WHERE scope = ? AND idempotency_key = ?", [scope, idempotencyKey]).first
     }
 
+    public func find(scopes: [String], idempotencyKey: String) async throws(StoreError) -> [String: PaymentRecord] {
+        guard !scopes.isEmpty else { return [:] }
+        let marks = Array(repeating: "?", count: scopes.count).joined(separator: ", ")
+        var out: [String: PaymentRecord] = [:]
+        for p in try await select("WHERE scope IN (\(marks)) AND idempotency_key = ?", scopes + [idempotencyKey]) { out[p.scope] = p }
+        return out
+    }
+
     public func unsettled(before: Date, limit: Int) async throws(StoreError) -> [PaymentRecord] {
         try await select("WHERE status IN ('processing', 'unknown') AND updated_at < ? ORDER BY updated_at, id LIMIT ?", [before, limit])
     }

@@ -152,21 +152,20 @@ public struct PaymentService: Sendable {
     /// attempt was dropped meanwhile (it never reached a processor), nil: this request makes the
     /// payment afresh.
     func replayed(_ request: Request) async throws(VaultError) -> PaymentRecord? {
-        let existing = try await store { () throws(StoreError) in
-            try await payments.find(scope: request.scope, idempotencyKey: request.idempotencyKey)
+        // The request's scope and the global one, in one read.
+        let scopes = request.scope == PaymentScope.global ? [request.scope] : [request.scope, PaymentScope.global]
+        let found = try await store { () throws(StoreError) in
+            try await payments.find(scopes: scopes, idempotencyKey: request.idempotencyKey)
         }
-        if let existing { return try await replay(existing, request) }
+        if let existing = found[request.scope] { return try await replay(existing, request) }
         // A payment made before keys had scopes lives in the global scope, and nobody knows which
         // peer made it. A retry of exactly that request (same token or customer, amount and
         // currency: knowing the token id already means being its owner) replays it, so a retry
         // across the upgrade never charges twice. Any other request under the key ignores it: no
         // IDEMPOTENCY_KEY_REUSED that would tell another peer the key exists.
-        guard request.scope != PaymentScope.global,
-              let legacy = try await store({ () throws(StoreError) in
-                  try await payments.find(scope: PaymentScope.global, idempotencyKey: request.idempotencyKey)
-              }),
-              legacy.request == request.canonical
-        else { return nil }
+        guard request.scope != PaymentScope.global, let legacy = found[PaymentScope.global], legacy.request == request.canonical else {
+            return nil
+        }
         return try await replay(legacy, request)
     }
 

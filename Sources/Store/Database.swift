@@ -241,18 +241,22 @@ public final class Database: Sendable {
 
     /// `?` placeholders (outside quoted literals) become `$1`, `$2`, …
     static func postgresQuery(_ sql: String, _ values: [SQLValue]) -> PostgresQuery {
-        var text = ""
-        text.reserveCapacity(sql.utf8.count + 8)
+        // Byte by byte: issue 16's profile of a payment on PostgreSQL found the Character walk
+        // (grapheme breaking, a String append per character) among its larger costs.
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(sql.utf8.count + 16)
         var n = 0, quoted = false
-        for c in sql {
-            if c == "'" { quoted.toggle() }
-            if c == "?", !quoted {
+        for b in sql.utf8 {
+            if b == UInt8(ascii: "'") { quoted.toggle() }
+            if b == UInt8(ascii: "?"), !quoted {
                 n += 1
-                text += "$\(n)"
+                bytes.append(UInt8(ascii: "$"))
+                bytes.append(contentsOf: String(n).utf8)
             } else {
-                text.append(c)
+                bytes.append(b)
             }
         }
+        let text = String(decoding: bytes, as: UTF8.self)
         var bindings = PostgresBindings(capacity: values.count)
         for v in values {
             switch v {

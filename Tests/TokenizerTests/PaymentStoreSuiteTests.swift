@@ -89,6 +89,10 @@ import VaultCrypto
         #expect(try await store.find(scope: "session:sess_one", idempotencyKey: "order-1")?.id == c.id)
         #expect(try await store.find(scope: "session:sess_two", idempotencyKey: "order-1") == nil)
         #expect(try await store.find(scope: PaymentScope.global, idempotencyKey: "order-1") == nil)
+        // Several scopes in one read: each scope's own payment, none of another.
+        let found = try await store.find(scopes: ["uid:1000", "session:sess_one", PaymentScope.global], idempotencyKey: "order-1")
+        #expect(found.mapValues(\.id) == ["uid:1000": a.id, "session:sess_one": c.id])
+        #expect(try await store.find(scopes: ["uid:65534"], idempotencyKey: "order-2").isEmpty)
         #expect(try await store.get(b.id)?.scope == "uid:65534")
     }
 
@@ -158,6 +162,8 @@ import VaultCrypto
             let legacy = try #require(try await store.find(scope: PaymentScope.global, idempotencyKey: "order-1"))
             #expect(legacy.id == "pay_legacy" && legacy.status == .succeeded && legacy.scope == PaymentScope.global)
             #expect(try await store.find(scope: "uid:1000", idempotencyKey: "order-1") == nil)
+            let both = try await store.find(scopes: ["uid:1000", PaymentScope.global], idempotencyKey: "order-1")
+            #expect(both.count == 1 && both[PaymentScope.global]?.id == "pay_legacy")
             guard case .existing(let same) = try await store.begin(Self.intent(key: "order-1", scope: PaymentScope.global)) else {
                 Issue.record("the global scope lost its uniqueness"); return
             }
