@@ -59,6 +59,11 @@ public final class Database: Sendable {
             try db.execute(sql: "PRAGMA synchronous = FULL")
             // Zero what a delete or update frees: a deleted row's ciphertext does not linger.
             try db.execute(sql: "PRAGMA secure_delete = ON")
+            // Statement and savepoint journals (the prior images of the pages a statement of a
+            // transaction changes) and temporary sorts in memory, not in files under /var/tmp:
+            // issue 16 found them as most of the bytes a tokenize wrote (about 9 KB per token),
+            // and copies of the store's pages belong nowhere but in the store's own files.
+            try db.execute(sql: "PRAGMA temp_store = MEMORY")
         }
         do {
             let pool = try DatabasePool(path: path, configuration: config)

@@ -41,6 +41,16 @@ struct CallingThreadTests {
         #expect(!inside)
     }
 
+    /// Statement and savepoint journals hold prior images of the store's pages: kept in memory
+    /// (`temp_store = MEMORY`) on every connection, never in a file under /var/tmp.
+    @Test func journalsAndSortsStayInMemory() async throws {
+        let (db, dir) = try Self.make()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        #expect(try await db.query("PRAGMA temp_store").first?.int(0) == 2)
+        let writer = try await db.sqlitePool!.writeWithoutTransaction { try Int.fetchOne($0, sql: "PRAGMA temp_store") }
+        #expect(writer == 2)
+    }
+
     @Test func readsAndTransactionsRunOnTheCallingThread() async throws {
         let (db, dir) = try Self.make()
         defer { try? FileManager.default.removeItem(atPath: dir) }
