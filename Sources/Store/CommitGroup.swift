@@ -7,8 +7,8 @@ import GRDB
 /// commits for all of them: one COMMIT, one fsync, one WAL append of each page the group changed.
 /// Each caller still returns only once the commit that holds its writes is durable.
 ///
-/// Each member runs inside a savepoint: a body that throws is rolled back alone (the members
-/// before and after it commit), and its caller is answered at once. A failed COMMIT fails every
+/// Each member after the first runs inside a savepoint: a body that throws is rolled back alone
+/// (the members before and after it commit), and its caller is answered at once. A failed COMMIT fails every
 /// member of the group, none of which was answered yet. Issue 16 measured a payment's two
 /// commits (its intent, its outcome) as a sixth of the sidecar's CPU: the fsync and the WAL
 /// writes, paid per payment where the tokens' own group commit paid them per batch.
@@ -47,14 +47,19 @@ extension Database {
             group.open = true
         }
         group.members += 1
+        // The first member needs no savepoint: should it fail, the whole transaction is rolled
+        // back (nothing else is in it yet). Only those that join pay for one (SQLite copies each
+        // page a savepoint changes first): a lone transaction, and the tokens' own batches
+        // (`GroupCommit`, one at a time), mostly run first.
+        let first = group.members == 1
         let result: Result<T, StoreError>
         do throws(StoreError) {
-            try Self.onWriter(pool, "SAVEPOINT vault_member")
+            if !first { try Self.onWriter(pool, "SAVEPOINT vault_member") }
             let value = try await body(Transaction(connection: .sqlite(pool, onCallingThread: true), dialect: dialect))
-            try Self.onWriter(pool, "RELEASE vault_member")
+            if !first { try Self.onWriter(pool, "RELEASE vault_member") }
             result = .success(value)
         } catch {
-            undoMember(pool, group)
+            undoMember(pool, group, first: first)
             result = .failure(error)
         }
         if group.open, group.members < CommitGroup.maxMembers, lock.hasWaiters {
@@ -88,10 +93,18 @@ extension Database {
         return try result.get()
     }
 
-    /// Undoes a member whose body threw, back to its savepoint. Should SQLite have rolled back
+    /// Undoes a member whose body threw: the whole transaction when it was the first, else back
+    /// to its savepoint. Should SQLite have rolled back
     /// the whole transaction itself (an I/O error, a full disk), the members waiting for its
     /// commit are failed now and the next caller begins a new one.
-    private func undoMember(_ pool: DatabasePool, _ group: CommitGroup) {
+    private func undoMember(_ pool: DatabasePool, _ group: CommitGroup, first: Bool) {
+        if first {
+            // Alone in the transaction: all of it goes, and the next caller begins a new one.
+            Self.rollback(pool)
+            group.open = false
+            group.members = 0
+            return
+        }
         let inside = (try? pool.writeWithoutTransaction { db -> Bool in
             guard db.isInsideTransaction else { return false }
             try? db.execute(sql: "ROLLBACK TO vault_member")
@@ -119,17 +132,17 @@ extension Database {
         }
     }
 
-    /// COMMIT (rolled back if it fails) on a dispatch thread, not an event loop: it waits for the
-    /// disk. Not GRDB's async call, which a cancelled task skips: the caller that commits may be
-    /// a request whose client went away, and the group's other members would be left waiting.
+    /// COMMIT (rolled back if it fails) on the writer's own queue, not an event loop: it waits
+    /// for the disk. Not GRDB's async call, which a cancelled task skips: the caller that commits
+    /// may be a request whose client went away, and the group's other members would be left waiting.
     static func commit(_ pool: DatabasePool) async -> StoreError? {
         await withCheckedContinuation { (c: CheckedContinuation<StoreError?, Never>) in
-            DispatchQueue.global().async {
+            pool.asyncWriteWithoutTransaction { db in
                 do {
-                    try pool.writeWithoutTransaction { db in try db.execute(sql: "COMMIT") }
+                    try db.execute(sql: "COMMIT")
                     c.resume(returning: nil)
                 } catch {
-                    rollback(pool)
+                    if db.isInsideTransaction { try? db.execute(sql: "ROLLBACK") }
                     c.resume(returning: map(error))
                 }
             }

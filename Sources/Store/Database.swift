@@ -14,8 +14,10 @@ import PostgresNIO
 /// atomically, `batch` runs one statement over many argument lists in one transaction (group commit).
 ///
 /// SQLite has one writer connection: every write of this process takes the database's write lock
-/// first, so a transaction's statements are never interleaved with another task's. Other
-/// processes (`vault rewrap`, a gateway on the same file) wait on SQLite's own lock (10 s).
+/// first, so a transaction's statements are never interleaved with another task's (a server's
+/// transactions may share one SQLite transaction and its commit, each in a savepoint of its own:
+/// `CommitGroup`). Other processes (`vault rewrap`, a gateway on the same file) wait on SQLite's
+/// own lock (10 s).
 public final class Database: Sendable {
     public enum Backend: String, Sendable { case sqlite, postgres }
 
