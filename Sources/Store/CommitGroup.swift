@@ -52,7 +52,7 @@ extension Database {
         // page a savepoint changes first): a lone transaction, and the tokens' own batches
         // (`GroupCommit`, one at a time), mostly run first.
         let first = group.members == 1
-        let result: Result<T, StoreError>
+        var result: Result<T, StoreError>
         do throws(StoreError) {
             if !first { try Self.onWriter(pool, "SAVEPOINT vault_member") }
             let value = try await body(Transaction(connection: .sqlite(pool, onCallingThread: true), dialect: dialect))
@@ -62,21 +62,22 @@ extension Database {
             undoMember(pool, group, first: first)
             result = .failure(error)
         }
+        // A body that went on after SQLite rolled the transaction back (an error it swallowed)
+        // would have written outside it: nothing of the group may be taken as committed then.
+        if group.open, !Self.insideTransaction(pool) {
+            abandon(pool, group)
+            if case .success = result { result = .failure(Self.lost) }
+        }
         if group.open, group.members < CommitGroup.maxMembers, lock.hasWaiters {
-            // Others wait: the next one runs in this transaction, and the last one commits.
-            let value: T
-            switch result {
-            case .failure(let error):
-                lock.release()
-                throw error
-            case .success(let v): value = v
-            }
+            // Others wait: the next one runs in this transaction, and the last one commits. A
+            // member that failed waits too: what failed it may be another member's row, which a
+            // read after its answer must find committed (or the group's failure is its answer).
             let failure = await withCheckedContinuation { (c: CheckedContinuation<StoreError?, Never>) in
                 group.pending.append(c)
                 lock.release()
             }
             if let failure { throw failure }
-            return value
+            return try result.get()
         }
         var failure: StoreError?
         if group.open {
@@ -89,13 +90,28 @@ extension Database {
         group.members = 0
         lock.release()
         for waiter in pending { waiter.resume(returning: failure) }
-        if let failure, case .success = result { throw failure }
+        if let failure { throw failure }
         return try result.get()
     }
 
+    static let lost = StoreError(.unavailable, "the store rolled back the transaction this write shared with others; nothing of it was kept")
+
+    static func insideTransaction(_ pool: DatabasePool) -> Bool {
+        pool.writeWithoutTransaction { $0.isInsideTransaction }
+    }
+
+    /// Gives the group up: rolled back if still open, its waiting members failed.
+    private func abandon(_ pool: DatabasePool, _ group: CommitGroup) {
+        Self.rollback(pool)
+        for waiter in group.pending { waiter.resume(returning: Self.lost) }
+        group.pending = []
+        group.open = false
+        group.members = 0
+    }
+
     /// Undoes a member whose body threw: the whole transaction when it was the first, else back
-    /// to its savepoint. Should SQLite have rolled back
-    /// the whole transaction itself (an I/O error, a full disk), the members waiting for its
+    /// to its savepoint. Should SQLite have rolled back the whole transaction itself (an I/O
+    /// error, a full disk), or the undo fail, the group is given up: the members waiting for its
     /// commit are failed now and the next caller begins a new one.
     private func undoMember(_ pool: DatabasePool, _ group: CommitGroup, first: Bool) {
         if first {
@@ -105,18 +121,15 @@ extension Database {
             group.members = 0
             return
         }
-        let inside = (try? pool.writeWithoutTransaction { db -> Bool in
+        // Should the undo itself fail, the member's writes could end up in the group's commit:
+        // the whole group is rolled back instead.
+        let undone = (try? pool.writeWithoutTransaction { db -> Bool in
             guard db.isInsideTransaction else { return false }
-            try? db.execute(sql: "ROLLBACK TO vault_member")
-            try? db.execute(sql: "RELEASE vault_member")
+            try db.execute(sql: "ROLLBACK TO vault_member")
+            try db.execute(sql: "RELEASE vault_member")
             return db.isInsideTransaction
         }) ?? false
-        guard !inside else { return }
-        let lost = StoreError(.unavailable, "the store rolled back the transaction this write shared with others; nothing of it was kept")
-        for waiter in group.pending { waiter.resume(returning: lost) }
-        group.pending = []
-        group.open = false
-        group.members = 0
+        if !undone { abandon(pool, group) }
     }
 
     /// Whether a task waits for the write lock (tests).

@@ -420,6 +420,10 @@ public enum Migrations {
             guard try Bool.fetchOne(db, sql: "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'vault_cvc_scrub'") == true else { return }
             if try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM vault_cvc_scrub") ?? 0 > 0 {
                 try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+                // VACUUM's scratch copy of the whole file goes where temporary files go: on disk
+                // for this one step (the store's connections keep theirs in memory).
+                try db.execute(sql: "PRAGMA temp_store = FILE")
+                defer { try? db.execute(sql: "PRAGMA temp_store = MEMORY") }
                 try db.execute(sql: "VACUUM")
                 try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
             }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 @testable import Store
 import Testing
 
@@ -123,6 +124,49 @@ struct CommitGroupTests {
         await #expect(throws: StoreError.self) { try await db.batch("INSERT INTO t (v) VALUES (?)", [[.int(500)], [.int(0)]]) }
         let rows = try await db.query("SELECT v FROM t ORDER BY v").map { try $0.int(0) }
         #expect(rows == Array(0..<20) + (0..<20).filter { $0 % 2 == 1 }.map { 100 + $0 })
+    }
+
+    /// A member that fails while others wait is answered after the group's commit: what failed it
+    /// may be another member's row (a duplicate key), which a read after the answer must find.
+    @Test func aFailedMemberIsAnsweredOnlyOnceTheGroupCommitted() async throws {
+        let (db, dir) = try CallingThreadTests.make()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let other = try Database(sqlitePath: dir + "/t.sqlite")
+        try await db.write("CREATE TABLE t (v INTEGER NOT NULL UNIQUE)")
+        let release = Mutex(false)
+        let first = Task {
+            try await db.transaction { (t) throws(StoreError) in
+                try await t.query("INSERT INTO t (v) VALUES (1)")
+                while !db.writersWaiting { try? await Task.sleep(for: .milliseconds(1)) }
+            }
+        }
+        while db.group.members == 0 { try await Task.sleep(for: .milliseconds(1)) }
+        // The second hits the first's row (not committed yet) and fails, while a third waits.
+        let second = Task { () -> Bool in
+            do throws(StoreError) {
+                try await db.transaction { (t) throws(StoreError) in
+                    while !db.writersWaiting { try? await Task.sleep(for: .milliseconds(1)) }
+                    try await t.query("INSERT INTO t (v) VALUES (1)")
+                }
+                return false
+            } catch {
+                // Answered: the row that failed it is there for anyone to read.
+                return (try? await other.query("SELECT count(*) FROM t WHERE v = 1").first?.int(0)) == 1
+            }
+        }
+        while db.group.members < 2 { try await Task.sleep(for: .milliseconds(1)) }
+        let third = Task {
+            try await db.transaction { (t) throws(StoreError) in
+                try await t.query("INSERT INTO t (v) VALUES (3)")
+                while !release.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(1)) }
+            }
+        }
+        try await Task.sleep(for: .milliseconds(100))
+        release.withLock { $0 = true }
+        try await first.value
+        try await third.value
+        #expect(await second.value, "the failed member was answered before the row that failed it was committed")
+        #expect(try await other.query("SELECT v FROM t ORDER BY v").map { try $0.int(0) } == [1, 3])
     }
 
     @Test func membersWaitingForACommitThatSQLiteRolledBackAreFailed() async throws {
