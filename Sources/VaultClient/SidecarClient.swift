@@ -125,10 +125,7 @@ public struct SidecarClient: Sendable {
     /// head and the body go out in one write. The answer as it came, whatever its status.
     /// - Throws: `SIDECAR_UNREACHABLE` (named `serverName`) when no answer came.
     public func post(_ path: String, json: String) throws(VaultError) -> Answer {
-        var bytes = Array(json.utf8)
-        return try bytes.withUnsafeMutableBytes { b in
-            Result { () throws(VaultError) in try request("POST", path, body: UnsafeRawBufferPointer(b), inline: true) }
-        }.get()
+        try request("POST", path, body: Array(json.utf8), inline: true)
     }
 
     /// A plain GET of `path` (any server speaking this API on a Unix socket: the gateway's
@@ -144,8 +141,8 @@ public struct SidecarClient: Sendable {
         String(s.unicodeScalars.filter { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "_") }.map(Character.init))
     }
 
-    private func request(_ method: String, _ path: String, body: [UInt8]) throws(VaultError) -> Answer {
-        try body.withUnsafeBytes { b in Result { () throws(VaultError) in try request(method, path, body: b) } }.get()
+    private func request(_ method: String, _ path: String, body: [UInt8], inline: Bool = false) throws(VaultError) -> Answer {
+        try body.withUnsafeBytes { b in Result { () throws(VaultError) in try request(method, path, body: b, inline: inline) } }.get()
     }
 
     /// Sends the request on an idle connection (or a new one) and reads its answer. A reused
