@@ -168,7 +168,7 @@ extension GatewayServer {
             }
             let serving = PostgresClient(configuration: configuration, backgroundLogger: logger)
             services.append(serving)
-            return Database(postgres: serving, logger: logger)
+            return Database(postgres: serving, logger: logger, preparedStatements: location.preparedStatements)
         }
     }
 }

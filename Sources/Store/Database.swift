@@ -23,7 +23,7 @@ public final class Database: Sendable {
 
     enum Engine: Sendable {
         case sqlite(DatabasePool, AsyncLock)
-        case postgres(PostgresClient, Logger)
+        case postgres(PostgresClient, Logger, PostgresStatements?)
     }
 
     let engine: Engine
@@ -80,9 +80,10 @@ public final class Database: Sendable {
     }
 
     /// A store over a PostgreSQL client that the caller runs (`client.run()`).
-    public init(postgres client: PostgresClient, logger: Logger) {
+    /// `preparedStatements`: statements prepared once per connection (`PostgresStatements`).
+    public init(postgres client: PostgresClient, logger: Logger, preparedStatements: Bool = true) {
         onCallingThread = false
-        engine = .postgres(client, logger)
+        engine = .postgres(client, logger, preparedStatements ? PostgresStatements() : nil)
         dialect = Dialect(backend: .postgres)
     }
 
@@ -103,8 +104,8 @@ public final class Database: Sendable {
             // lookups, pages of at most a few hundred rows): on the calling thread when asked.
             if onCallingThread { return try await Self.sqlite { try pool.read { db in try Self.run(db, sql, values) } } }
             return try await Self.sqlite { try await pool.read { db in try Self.run(db, sql, values) } }
-        case .postgres(let client, let logger):
-            return try await Self.postgres { try await Self.run(client, logger, sql, values) }
+        case .postgres(let client, let logger, let statements):
+            return try await Self.postgres { try await Self.run(client, logger, statements, sql, values) }
         }
     }
 
@@ -135,8 +136,8 @@ public final class Database: Sendable {
             await lock.acquire()
             defer { lock.release() }
             return try await Self.sqlite { try await pool.writeWithoutTransaction { db in try Self.run(db, sql, values) } }
-        case .postgres(let client, let logger):
-            return try await Self.postgres { try await Self.run(client, logger, sql, values) }
+        case .postgres(let client, let logger, let statements):
+            return try await Self.postgres { try await Self.run(client, logger, statements, sql, values) }
         }
     }
 
@@ -167,11 +168,11 @@ public final class Database: Sendable {
                     }
                 }
             }
-        case .postgres(let client, let logger):
+        case .postgres(let client, let logger, let statements):
             return try await Self.postgres {
                 try await client.withTransaction(logger: logger) { c in
                     var out: [[SQLRow]] = []
-                    for values in argumentLists { out.append(try await Self.run(c, logger, sql, values)) }
+                    for values in argumentLists { out.append(try await Self.run(c, logger, statements, sql, values)) }
                     return out
                 }
             }
@@ -196,12 +197,12 @@ public final class Database: Sendable {
                 Self.rollback(pool)
                 throw error
             }
-        case .postgres(let client, let logger):
+        case .postgres(let client, let logger, let statements):
             // The body's typed error is carried out of PostgresNIO's untyped closure and rethrown.
             let dialect = self.dialect
             return try await Self.postgres {
                 try await client.withTransaction(logger: logger) { c in
-                    try await body(Transaction(connection: .postgres(c, logger), dialect: dialect))
+                    try await body(Transaction(connection: .postgres(c, logger, statements), dialect: dialect))
                 }
             }
         }
@@ -238,16 +239,28 @@ public final class Database: Sendable {
         }
     }
 
-    static func run(_ client: PostgresClient, _ logger: Logger, _ sql: String, _ values: [SQLValue]) async throws -> [SQLRow] {
-        try await rows(client.query(postgresQuery(sql, values), logger: logger))
+    static func run(
+        _ client: PostgresClient, _ logger: Logger, _ statements: PostgresStatements?, _ sql: String, _ values: [SQLValue]
+    ) async throws -> [SQLRow] {
+        guard let statements else { return try await rows(client.query(postgresQuery(sql, values), logger: logger)) }
+        return try await client.withConnection { c in try await run(c, logger, statements, sql, values) }
     }
 
-    static func run(_ connection: PostgresConnection, _ logger: Logger, _ sql: String, _ values: [SQLValue]) async throws -> [SQLRow] {
-        try await rows(connection.query(postgresQuery(sql, values), logger: logger))
+    /// Runs a statement on `connection`: by name when `statements` prepares it
+    /// (`PostgresStatements`), else unnamed.
+    static func run(
+        _ connection: PostgresConnection, _ logger: Logger, _ statements: PostgresStatements?, _ sql: String, _ values: [SQLValue]
+    ) async throws -> [SQLRow] {
+        guard let statements else { return try await rows(connection.query(postgresQuery(sql, values), logger: logger)) }
+        return try await statements.run(connection, logger, postgresText(sql), values)
+    }
+
+    static func postgresQuery(_ sql: String, _ values: [SQLValue]) -> PostgresQuery {
+        PostgresQuery(unsafeSQL: postgresText(sql), binds: postgresBindings(values))
     }
 
     /// `?` placeholders (outside quoted literals) become `$1`, `$2`, …
-    static func postgresQuery(_ sql: String, _ values: [SQLValue]) -> PostgresQuery {
+    static func postgresText(_ sql: String) -> String {
         // Byte by byte: issue 16's profile of a payment on PostgreSQL found the Character walk
         // (grapheme breaking, a String append per character) among its larger costs.
         var bytes: [UInt8] = []
@@ -263,7 +276,10 @@ public final class Database: Sendable {
                 bytes.append(b)
             }
         }
-        let text = String(decoding: bytes, as: UTF8.self)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    static func postgresBindings(_ values: [SQLValue]) -> PostgresBindings {
         var bindings = PostgresBindings(capacity: values.count)
         for v in values {
             switch v {
@@ -273,10 +289,10 @@ public final class Database: Sendable {
             case .bool(let b): bindings.append(b)
             }
         }
-        return PostgresQuery(unsafeSQL: text, binds: bindings)
+        return bindings
     }
 
-    static func rows(_ sequence: PostgresRowSequence) async throws -> [SQLRow] {
+    static func rows<Rows: AsyncSequence>(_ sequence: Rows) async throws -> [SQLRow] where Rows.Element == PostgresRow {
         var out: [SQLRow] = []
         for try await row in sequence {
             var values: [SQLValue] = []
@@ -363,7 +379,7 @@ public final class Database: Sendable {
 public struct Transaction: Sendable {
     enum Connection: @unchecked Sendable {
         case sqlite(DatabasePool, onCallingThread: Bool)
-        case postgres(PostgresConnection, Logger)
+        case postgres(PostgresConnection, Logger, PostgresStatements?)
     }
 
     let connection: Connection
@@ -382,8 +398,8 @@ public struct Transaction: Sendable {
                 return try await Database.sqlite { try pool.writeWithoutTransaction { db in try Database.run(db, sql, values) } }
             }
             return try await Database.sqlite { try await pool.writeWithoutTransaction { db in try Database.run(db, sql, values) } }
-        case .postgres(let c, let logger):
-            return try await Database.postgres { try await Database.run(c, logger, sql, values) }
+        case .postgres(let c, let logger, let statements):
+            return try await Database.postgres { try await Database.run(c, logger, statements, sql, values) }
         }
     }
 

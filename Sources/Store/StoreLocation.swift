@@ -27,6 +27,10 @@ public enum StoreLocation: Sendable, Equatable {
         public var password: String?
         public var database: String
         public var tls = TLSSettings()
+        /// Statements prepared once per connection (`prepared_statements=on`, the default); off
+        /// behind a pooler that shares server sessions between transactions (PgBouncer's
+        /// transaction mode).
+        public var preparedStatements = true
     }
 
     /// TLS to a PostgreSQL server reached over TCP.
@@ -60,7 +64,7 @@ public enum StoreLocation: Sendable, Equatable {
             throw VaultError(.storeLocationInvalid, "a PostgreSQL store names a user and a database: postgres://user@host/db")
         }
         let query = url.queryItems ?? []
-        let known: Set<String> = ["host", "sslmode", "sslrootcert", "sslcert", "sslkey"]
+        let known: Set<String> = ["host", "sslmode", "sslrootcert", "sslcert", "sslkey", "prepared_statements"]
         if let unknown = query.first(where: { !known.contains($0.name) }) {
             throw VaultError(.storeLocationInvalid, "unknown PostgreSQL parameter \(JSONReader.printable(unknown.name)) (known: \(known.sorted().joined(separator: ", ")))")
         }
@@ -71,6 +75,11 @@ public enum StoreLocation: Sendable, Equatable {
             username: user, password: url.password, database: database)
         guard location.host != nil || location.socketPath != nil else {
             throw VaultError(.storeLocationInvalid, "a PostgreSQL store needs a host or ?host=/socket/dir")
+        }
+        switch value("prepared_statements") {
+        case nil, "on": break
+        case "off": location.preparedStatements = false
+        default: throw VaultError(.storeLocationInvalid, "prepared_statements is on (the default) or off (behind PgBouncer in transaction mode)")
         }
         if let mode = value("sslmode") {
             guard let m = TLSSettings.Mode(rawValue: mode) else {
@@ -258,7 +267,7 @@ extension StoreLocation {
             return try await withThrowingTaskGroup(of: Void.self, returning: T.self) { group in
                 group.addTask { await client.run() }
                 defer { group.cancelAll() }
-                let db = Database(postgres: client, logger: logger)
+                let db = Database(postgres: client, logger: logger, preparedStatements: location.preparedStatements)
                 try await db.migrate()
                 return try await body(db)
             }
