@@ -8,7 +8,9 @@ import Glibc
 
 // How the two executables are linked (docs/benchmarks.md, "Memory"): with the toolchain's lld and
 // no symbol table exported for dlopen'ed code (the static Swift runtime's link arguments ask for
-// -export-dynamic; nothing here looks its own symbols up), and, where the C library of the
+// -export-dynamic; nothing here looks its own symbols up: the static runtime's own are hidden by
+// its --exclude-libs ALL anyway, so `SocketServer.runTasksOnEventLoops` takes the one it needs at
+// link time), and, where the C library of the
 // building machine loads them (glibc 2.36: Debian 12, Ubuntu 24.04), relative relocations packed
 // (DT_RELR). Each process maps about 7 MiB less: the 3.4 MiB of .rela.dyn that ld.so reads at
 // start, and 55,000 exported symbols' .dynsym/.dynstr/.gnu.hash. A binary built with DT_RELR
@@ -20,7 +22,8 @@ let packedRelocations: Bool = {
     #if canImport(Glibc)
     var buffer = [CChar](repeating: 0, count: 64)
     guard confstr(Int32(_CS_GNU_LIBC_VERSION), &buffer, buffer.count) > 0 else { return false }
-    let version = String(cString: buffer).split(separator: " ").last?.split(separator: ".").compactMap { Int($0) } ?? []
+    let text = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    let version = text.split(separator: " ").last?.split(separator: ".").compactMap { Int($0) } ?? []
     return version.count >= 2 && (version[0], version[1]) >= (2, 36)
     #else
     return false

@@ -1,7 +1,8 @@
 #ifndef VAULT_CSODIUM_SHIM_H
 #define VAULT_CSODIUM_SHIM_H
 // The one C boundary of the project: libsodium, plus the few libc calls that Swift cannot make
-// directly (variadic prctl). Only the VaultCrypto module imports this.
+// directly (variadic prctl) and the address of one Swift runtime variable. Only the VaultCrypto
+// module imports this.
 #include <sodium.h>
 #include <sys/resource.h>
 #ifdef __linux__
@@ -25,4 +26,15 @@ static inline int vault_is_dumpable(void) {
     return -1;
 #endif
 }
+/// Swift's runtime hook for its global executor (`swift_task_enqueueGlobal_hook`). SwiftNIO finds
+/// it with dlsym to run Swift's tasks on its event loops; a static Swift runtime is linked with
+/// `--exclude-libs ALL`, which hides it from dlsym, but the static link itself resolves this
+/// reference. Declared here as an untyped pointer: only its address is taken.
+extern void *swift_task_enqueueGlobal_hook;
+
+/// The address of Swift's global-executor hook (see above).
+static inline void **vault_swift_task_enqueue_global_hook(void) {
+    return &swift_task_enqueueGlobal_hook;
+}
+
 #endif

@@ -166,7 +166,7 @@ public struct SidecarServer: Sendable {
             logger.notice("vault sidecar listening", metadata: [
                 "version": "\(VaultVersion.string)", "socket": "\(socketPath)", "store": "\(storeSummary)", "gateway": "\(gateway)",
                 "primary_kid": "\(keys.primary.kid)", "kids": "\(keys.sealing.statuses.count)", "webhook": "\(webhookSummary)",
-                "velocity_rules": "\(velocity?.rules.count ?? 0)",
+                "velocity_rules": "\(velocity?.rules.count ?? 0)", "tasks_on_event_loops": "\(SocketServer.tasksOnEventLoops)",
             ])
         }
         logger.notice("vault sidecar stopped")

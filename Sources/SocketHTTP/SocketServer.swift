@@ -5,7 +5,9 @@ import Hummingbird
 import Logging
 import NIOCore
 import NIOPosix
+import Synchronization
 import ServiceLifecycle
+import VaultCrypto
 
 /// Serves a router on a vault Unix socket, for both servers: HTTP/1.1 with the peer's
 /// credentials on every connection (`PeerCredentialsHandler`); the socket is bound in a private
@@ -22,10 +24,39 @@ public enum SocketServer {
     /// long read on a dispatch thread (`Database.scan`); the audit log's `fdatasync`, at most once
     /// per `sync_interval`, does run on them. The gateway does not do this: measured, it gained
     /// nothing on fingerprints and lost a little on payments.
+    /// NIO finds Swift's hook with `dlsym`: a binary that exports no symbol table must export that
+    /// one (Package.swift; a release build without it ran every handler on Dispatch's threads).
     @discardableResult
     public static func runTasksOnEventLoops() -> Bool {
-        NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
+        let installed = NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor() || installHook()
+        tasksOnEventLoopsState.store(installed, ordering: .relaxed)
+        return installed
     }
+
+    /// What NIO's takeover does once it has found the hook, with the hook's address taken at link
+    /// time (`SwiftRuntimeHooks.enqueueGlobal`): a static Swift runtime is linked with
+    /// `--exclude-libs ALL`, so NIO's `dlsym` finds nothing there. Each job Swift would hand to its
+    /// global pool goes to an event loop of NIO's singleton group, the current one when called on
+    /// one (`any()` is sticky), as NIO's own hook does. Same assumptions as NIO's: the hook's type
+    /// and its thin function pointer's layout; false when another hook is already set.
+    private static func installHook() -> Bool {
+        typealias Hook = @convention(thin) (UnownedJob, @convention(thin) (UnownedJob) -> Void) -> Void
+        let slot = SwiftRuntimeHooks.enqueueGlobal
+        guard slot.load(as: UnsafeRawPointer?.self) == nil else { return false }
+        let function = withUnsafeTemporaryAllocation(of: Hook.self, capacity: 1) { buffer -> UnsafeRawPointer in
+            buffer.baseAddress!.initialize(to: { job, _ in
+                MultiThreadedEventLoopGroup.singleton.any().executor.enqueue(ExecutorJob(job))
+            })
+            return buffer.baseAddress!.withMemoryRebound(to: UnsafeRawPointer.self, capacity: 1) { $0.pointee }
+        }
+        slot.storeBytes(of: function, as: UnsafeRawPointer.self)
+        return true
+    }
+
+    /// Whether `runTasksOnEventLoops` took over Swift's global executor in this process (the
+    /// sidecar's start line says so: `tasks_on_event_loops`).
+    public static var tasksOnEventLoops: Bool { tasksOnEventLoopsState.load(ordering: .relaxed) }
+    private static let tasksOnEventLoopsState = Atomic<Bool>(false)
 
     public static func run<Responder: HTTPResponderBuilder>(
         _ router: Responder, socketPath: String, mode: mode_t, group: gid_t?, serverName: String, services: [any Service],

@@ -33,3 +33,13 @@ public enum ProcessHardening {
 #if os(Linux)
 private let RLIMIT_CORE_VALUE = __rlimit_resource_t(RLIMIT_CORE.rawValue)
 #endif
+
+/// The address of the Swift runtime's global-executor hook (`swift_task_enqueueGlobal_hook`), for
+/// `SocketServer.runTasksOnEventLoops`: a statically linked Swift runtime hides it from `dlsym`,
+/// where SwiftNIO looks for it. Not a hardening measure; here because CSodium is the project's one
+/// C boundary and only this module imports it.
+public enum SwiftRuntimeHooks {
+    public static var enqueueGlobal: UnsafeMutableRawPointer {
+        UnsafeMutableRawPointer(vault_swift_task_enqueue_global_hook())
+    }
+}

@@ -91,6 +91,9 @@ import Testing
         #expect(request.contains("code=ROUTE_NOT_FOUND"))
         #expect(request.contains("status=404"))
         #expect(request.contains(" info vault.sidecar:"))
+        // The real binary runs its handlers on NIO's event loops (SocketServer.runTasksOnEventLoops).
+        let start = try #require(log.split(separator: "\n").first { $0.contains("vault sidecar listening") })
+        #expect(start.contains("tasks_on_event_loops=true"), "\(start)")
     }
 
     @Test func anUnknownFormatIsAConfigurationError() throws {
