@@ -157,6 +157,7 @@ public struct SidecarServer: Sendable {
         let socketPath = configuration.socketPath, logger = self.logger
         // Last: the first to hear of a graceful shutdown, so its line comes before the drain.
         services.append(ShutdownNotice("vault sidecar", logger: logger))
+        let onLoops = await SocketServer.tasksRunOnEventLoops()
         let webhookSummary = configuration.webhook.map { "\($0.endpoint)" } ?? "(none)"
         let storeSummary = configuration.store.summary, gateway = configuration.gatewaySocket ?? "(none: tokenizing only)"
         try await SocketServer.run(
@@ -166,7 +167,7 @@ public struct SidecarServer: Sendable {
             logger.notice("vault sidecar listening", metadata: [
                 "version": "\(VaultVersion.string)", "socket": "\(socketPath)", "store": "\(storeSummary)", "gateway": "\(gateway)",
                 "primary_kid": "\(keys.primary.kid)", "kids": "\(keys.sealing.statuses.count)", "webhook": "\(webhookSummary)",
-                "velocity_rules": "\(velocity?.rules.count ?? 0)", "tasks_on_event_loops": "\(SocketServer.tasksOnEventLoops)",
+                "velocity_rules": "\(velocity?.rules.count ?? 0)", "tasks_on_event_loops": "\(onLoops) (\(SocketServer.takeover))",
             ])
         }
         logger.notice("vault sidecar stopped")

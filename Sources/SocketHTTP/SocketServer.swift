@@ -24,22 +24,37 @@ public enum SocketServer {
     /// long read on a dispatch thread (`Database.scan`); the audit log's `fdatasync`, at most once
     /// per `sync_interval`, does run on them. The gateway does not do this: measured, it gained
     /// nothing on fingerprints and lost a little on payments.
-    /// NIO finds Swift's hook with `dlsym`: a binary that exports no symbol table must export that
-    /// one (Package.swift; a release build without it ran every handler on Dispatch's threads).
+    /// NIO finds Swift's hook with `dlsym`, which finds nothing in a binary linked with a static
+    /// Swift runtime (its `--exclude-libs ALL` hides the runtime's symbols): then the hook's address
+    /// is taken at link time instead (`installHook`). Which of the two took it over is
+    /// `takeover` (`nio`, `link`, or `none`).
     @discardableResult
     public static func runTasksOnEventLoops() -> Bool {
-        let installed = NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor() || installHook()
-        tasksOnEventLoopsState.store(installed, ordering: .relaxed)
-        return installed
+        let how: UInt8 = NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor() ? 1 : installHook() ? 2 : 0
+        takeoverState.store(how, ordering: .relaxed)
+        return how != 0
+    }
+
+    /// How `runTasksOnEventLoops` took over Swift's global executor in this process: `nio` (NIO's
+    /// own `dlsym`), `link` (the address from the link), `none`.
+    public static var takeover: String { ["none", "nio", "link"][Int(takeoverState.load(ordering: .relaxed))] }
+    private static let takeoverState = Atomic<UInt8>(0)
+
+    /// Whether a task started now runs on one of NIO's event loops (what the takeover is for): the
+    /// sidecar's start line says so (`tasks_on_event_loops`).
+    public static func tasksRunOnEventLoops() async -> Bool {
+        await Task.detached { MultiThreadedEventLoopGroup.currentEventLoop != nil }.value
     }
 
     /// What NIO's takeover does once it has found the hook, with the hook's address taken at link
-    /// time (`SwiftRuntimeHooks.enqueueGlobal`): a static Swift runtime is linked with
-    /// `--exclude-libs ALL`, so NIO's `dlsym` finds nothing there. Each job Swift would hand to its
-    /// global pool goes to an event loop of NIO's singleton group, the current one when called on
-    /// one (`any()` is sticky), as NIO's own hook does. Same assumptions as NIO's: the hook's type
-    /// and its thin function pointer's layout; false when another hook is already set.
+    /// time (`SwiftRuntimeHooks.enqueueGlobal`). Each job Swift would hand to its global pool goes
+    /// to an event loop of NIO's singleton group, the current one when called on one (`any()` is
+    /// sticky), as NIO's own hook does. Same assumptions as NIO's (the hook's type and its thin
+    /// function pointer's layout), so only for the compilers NIO makes them for; false when
+    /// another hook is set. A plain store, where NIO swaps atomically: it runs first thing in
+    /// `main`, and an aligned pointer's store is not torn.
     private static func installHook() -> Bool {
+        #if compiler(<6.6)
         typealias Hook = @convention(thin) (UnownedJob, @convention(thin) (UnownedJob) -> Void) -> Void
         let slot = SwiftRuntimeHooks.enqueueGlobal
         guard slot.load(as: UnsafeRawPointer?.self) == nil else { return false }
@@ -51,12 +66,10 @@ public enum SocketServer {
         }
         slot.storeBytes(of: function, as: UnsafeRawPointer.self)
         return true
+        #else
+        return false
+        #endif
     }
-
-    /// Whether `runTasksOnEventLoops` took over Swift's global executor in this process (the
-    /// sidecar's start line says so: `tasks_on_event_loops`).
-    public static var tasksOnEventLoops: Bool { tasksOnEventLoopsState.load(ordering: .relaxed) }
-    private static let tasksOnEventLoopsState = Atomic<Bool>(false)
 
     public static func run<Responder: HTTPResponderBuilder>(
         _ router: Responder, socketPath: String, mode: mode_t, group: gid_t?, serverName: String, services: [any Service],

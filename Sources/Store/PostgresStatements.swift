@@ -7,88 +7,104 @@ import Synchronization
 /// PostgresNIO sends a query as an unnamed statement, which the server parses and plans again on
 /// each run. Issue 16 measured planning at about 37 % of the server's statement time during the
 /// payment load (pg_stat_statements, `track_planning`). So a statement of the vault that reads or
-/// writes rows is prepared once per connection under a name of its own (`vault_1_7`), with its
+/// writes rows, once seen twice, is prepared once per connection under a name of its own, with its
 /// parameters' types as PostgresNIO gives the same binds unnamed (a NULL's type is left to the
 /// server, as unnamed), and then run by name: the server plans it from its plan cache (a generic
-/// plan after its first few runs). The key is the text and the parameter types, so a statement
-/// runs exactly as it would unnamed. A prepared statement belongs to the server session: a
-/// transaction rolled back keeps it, and a new connection starts with none.
+/// plan after its first few runs; `GenericPlanTests`). A prepared statement belongs to the server
+/// session: a transaction rolled back keeps it, and a new connection starts with none.
+///
+/// The name is the statement's content: `vault_` and 128 bits of a fixed hash of its parameter
+/// types and text. Two processes (a sidecar and a gateway, or replicas) that share server sessions
+/// through a pooler can then meet only under the same statement, never run another's SQL with
+/// their values; the server's refusal of a name it does not know there (26000) or knows already
+/// (42P05) turns this store's naming off for good, with a warning (`prepared_statements=off` is
+/// the setting for such a pooler: PgBouncer in transaction mode before 1.21, or without
+/// `max_prepared_statements`).
 ///
 /// The preparing is PostgresNIO's (`PostgresConnection.execute` of a `PostgresPreparedStatement`:
 /// Parse on a connection's first run of a name, then Bind and Execute). PostgresNIO keeps a failed
 /// Parse as the name's answer on that connection for good, so a statement whose first run on a
-/// connection fails (a Parse in a transaction already failed, a cancel) is tried under a fresh
-/// name next time, at most `maxAttempts` names per statement and connection, then left unnamed
-/// there.
+/// connection fails as a Parse can (a transaction already failed, a cancel, a lost connection) is
+/// tried under a fresh name next time (`_r1`, `_r2`), at most `maxAttempts` names per statement and
+/// connection, then left unnamed there. A first run that failed after its Parse (a unique key
+/// taken, a serialization failure) keeps its name.
 ///
 /// Left unnamed: statements that are not `SELECT`, `INSERT`, `UPDATE`, `DELETE` or `WITH` (the
 /// migrations' DDL cannot be prepared); statements of more than `maxParameters` binds (the
-/// multi-row inserts of large token batches, which share their cost over the batch); and any new
-/// statement once `maxStatements` are known (what each connection may keep is bounded).
+/// multi-row inserts of large token batches, which share their cost over the batch); statements
+/// with a list of parameters (`IN (?, …)`: one statement per list length, and a generic plan is
+/// the least sure for them); a statement seen once so far; and any new statement once
+/// `maxStatements` are named (what each connection may keep is bounded).
 ///
-/// Off with `prepared_statements=off` in the store URL, for a pooler that hands one server
-/// session to several clients' transactions (PgBouncer in transaction mode).
+/// Off with `prepared_statements=off` in the store URL.
 final class PostgresStatements: Sendable {
     static let maxStatements = 256
     static let maxParameters = 128
     static let maxAttempts = 3
+    /// Statements seen once, kept to name them on their second sighting (forgotten when full).
+    static let maxSeen = 1024
 
     private struct Slots {
-        /// Statement key (types, then text) → its number (`vault_I_N`).
-        var numbers: [String: Int] = [:]
-        /// Per open connection: the statements that ran under their name, and the failed first
-        /// runs of the others.
-        var connections: [PostgresConnection.ID: (ran: Set<Int>, failed: [Int: Int])] = [:]
+        /// Statement key (types, then text) → its name.
+        var names: [String: String] = [:]
+        /// Keys seen once.
+        var seen: Set<String> = []
+        /// Per open connection: the names that ran there, and the failed first runs of the others.
+        var connections: [PostgresConnection.ID: (ran: Set<String>, failed: [String: Int])] = [:]
+        /// A pooler shares server sessions (26000 or 42P05): every statement unnamed from then on.
+        var off = false
     }
 
     private let slots = Mutex(Slots())
-    /// This store's prefix of its names (`vault_3_`): two stores over one client never share a
-    /// name, which PostgresNIO would run as the statement it first prepared under it.
-    private let prefix: String
-    private static let instances = Atomic<Int>(0)
 
-    init() {
-        prefix = "vault_\(Self.instances.add(1, ordering: .relaxed).newValue)_"
-    }
+    init() {}
 
     /// Runs `text` (with `$n` placeholders) with `values` on `connection`: by name when it can be
     /// prepared, else unnamed; its rows.
     func run(_ connection: PostgresConnection, _ logger: Logger, _ text: String, _ values: [SQLValue]) async throws -> [SQLRow] {
         let bindings = Database.postgresBindings(values)
-        guard let (number, name) = slot(text, values, on: connection) else {
+        guard let (base, name) = slot(text, values, on: connection) else {
             return try await Database.rows(connection.query(PostgresQuery(unsafeSQL: text, binds: bindings), logger: logger))
         }
         do {
             let rows = try await NamedStatement.$current.withValue(.init(name: name, sql: text, types: Self.dataTypes(values))) {
                 try await Database.rows(connection.execute(NamedStatement(bindings: bindings), logger: logger))
             }
-            ran(number, on: connection)
+            ran(name, on: connection)
             return rows
         } catch {
-            failed(number, on: connection)
+            failed(base, name, error, on: connection, logger)
             throw error
         }
     }
 
-    /// The statement's number and name on `connection`; nil when it runs unnamed there.
-    func slot(_ text: String, _ values: [SQLValue], on connection: PostgresConnection) -> (Int, String)? {
+    /// The statement's base name and the name it runs under on `connection`; nil when it runs
+    /// unnamed there.
+    func slot(_ text: String, _ values: [SQLValue], on connection: PostgresConnection) -> (String, String)? {
         guard values.count <= Self.maxParameters, Self.preparable(text) else { return nil }
         let key = Self.types(values) + "\n" + text
         let id = connection.id
-        let (found, isNew) = slots.withLock { s -> ((Int, String)?, Bool) in
-            let number: Int
-            if let n = s.numbers[key] {
-                number = n
+        let (found, isNew) = slots.withLock { s -> ((String, String)?, Bool) in
+            guard !s.off else { return (nil, false) }
+            let base: String
+            if let known = s.names[key] {
+                base = known
             } else {
-                guard s.numbers.count < Self.maxStatements else { return (nil, false) }
-                number = s.numbers.count + 1
-                s.numbers[key] = number
+                guard s.seen.contains(key) else {
+                    if s.seen.count >= Self.maxSeen { s.seen.removeAll(keepingCapacity: true) }
+                    s.seen.insert(key)
+                    return (nil, false)
+                }
+                guard s.names.count < Self.maxStatements else { return (nil, false) }
+                s.seen.remove(key)
+                base = Self.name(key)
+                s.names[key] = base
             }
             let isNew = s.connections[id] == nil
             if isNew { s.connections[id] = ([], [:]) }
-            let failures = s.connections[id]?.failed[number] ?? 0
+            let failures = s.connections[id]?.failed[base] ?? 0
             guard failures < Self.maxAttempts else { return (nil, isNew) }
-            return ((number, failures == 0 ? "\(prefix)\(number)" : "\(prefix)\(number)_r\(failures)"), isNew)
+            return ((base, failures == 0 ? base : "\(base)_r\(failures)"), isNew)
         }
         if isNew {
             connection.closeFuture.whenComplete { [weak self] _ in
@@ -98,22 +114,60 @@ final class PostgresStatements: Sendable {
         return found
     }
 
-    private func ran(_ number: Int, on connection: PostgresConnection) {
-        slots.withLock { s in _ = s.connections[connection.id]?.ran.insert(number) }
+    private func ran(_ name: String, on connection: PostgresConnection) {
+        slots.withLock { s in _ = s.connections[connection.id]?.ran.insert(name) }
     }
 
-    /// A failure before the statement ever ran under its name on this connection may be its
-    /// Parse's, which PostgresNIO keeps: the next run takes a fresh name.
-    private func failed(_ number: Int, on connection: PostgresConnection) {
-        slots.withLock { s in
-            guard let c = s.connections[connection.id], !c.ran.contains(number) else { return }
-            s.connections[connection.id]?.failed[number, default: 0] += 1
+    /// A failure before the statement ever ran under its name on this connection, of a kind a
+    /// Parse can have, is kept by PostgresNIO as the name's answer there: the next run takes a
+    /// fresh name. The server's word that a pooler shares its sessions turns naming off.
+    private func failed(_ base: String, _ name: String, _ error: any Error, on connection: PostgresConnection, _ logger: Logger) {
+        let state = (error as? PSQLError)?.serverInfo?[.sqlState]
+        let shared = state == "26000" || state == "42P05"
+        let turnedOff = slots.withLock { s -> Bool in
+            if shared {
+                defer { s.off = true }
+                return !s.off
+            }
+            guard Self.parseCanFail(state), let c = s.connections[connection.id], !c.ran.contains(name) else { return false }
+            s.connections[connection.id]?.failed[base, default: 0] += 1
+            return false
+        }
+        if turnedOff {
+            logger.warning("PostgreSQL prepared statements turned off: the server does not hold this connection's statements (a pooler sharing server sessions?); set prepared_statements=off in the store URL", metadata: ["sqlstate": "\(state ?? "")"])
         }
     }
+
+    /// Whether a failure with this SQLSTATE (nil: no answer from the server) may have been the
+    /// Parse's: an aborted transaction, a cancel, a statement the server cannot parse or plan, a
+    /// lost connection. Not a value's, a key's or a serialization failure (classes 22, 23, 40),
+    /// which come after the statement was prepared.
+    static func parseCanFail(_ state: String?) -> Bool {
+        guard let state else { return true }
+        return !(state.hasPrefix("22") || state.hasPrefix("23") || state.hasPrefix("40"))
+    }
+
+    /// Whether this store names statements (false once a pooler was detected; for tests).
+    var naming: Bool { slots.withLock { !$0.off } }
 
     /// How many connections this store has run named statements on (for tests).
     var connectionCount: Int { slots.withLock { $0.connections.count } }
 
+    /// The name of a statement key: `vault_` and 128 bits of two FNV-1a hashes of it (the same in
+    /// every process and every version that sends the same text with the same types).
+    static func name(_ key: String) -> String {
+        var a: UInt64 = 0xcbf2_9ce4_8422_2325, b: UInt64 = 0x6c62_272e_07bb_0142
+        for byte in key.utf8 {
+            a = (a ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
+            b = (b ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
+            b ^= b >> 29
+        }
+        func hex(_ v: UInt64) -> String {
+            let s = String(v, radix: 16)
+            return String(repeating: "0", count: 16 - s.count) + s
+        }
+        return "vault_" + hex(a) + hex(b)
+    }
     /// The parameter types of a key: those PostgresNIO gives the same binds unnamed.
     static func types(_ values: [SQLValue]) -> String {
         var s = ""
@@ -141,8 +195,10 @@ final class PostgresStatements: Sendable {
         }
     }
 
-    /// Whether PostgreSQL can prepare the statement (by its first word).
+    /// Whether the statement is one to prepare: by its first word, and no list of parameters
+    /// (`IN ($1, $2)`).
     static func preparable(_ text: String) -> Bool {
+        guard !text.contains("IN ($") else { return false }
         var word: [UInt8] = []
         for b in text.utf8 {
             if b == 32 || b == 10 || b == 9 || b == 13 || b == UInt8(ascii: "(") {

@@ -44,44 +44,72 @@ struct PostgresStatementsTests {
         return out
     }
 
-    @Test("a statement is prepared once per connection and run by name, with the answers of an unnamed one")
+    @Test("a statement seen twice is prepared once per connection and run by name, with the answers of an unnamed one")
     func preparedOnceRunByName() async throws {
         let (db, cleanup) = try await database()
         defer { Task { await cleanup() } }
         let migrations = try await db.query("SELECT COUNT(*) FROM vault_migrations").first?.int(0) ?? 0
         #expect(migrations > 0)
-        let (first, second, byText) = try await db.transaction { (t) throws(StoreError) in
+        let (first, second, third, byText) = try await db.transaction { (t) throws(StoreError) in
             let first = try await t.query(Self.lookup, ["no such migration"]).first?.int(0)
             let second = try await t.query(Self.lookup, ["no such migration"]).first?.int(0)
-            do { return (first, second, try await prepared(t)) } catch { throw StoreError(.unavailable, "\(error)") }
+            let third = try await t.query(Self.lookup, ["no such migration"]).first?.int(0)
+            do { return (first, second, third, try await prepared(t)) } catch { throw StoreError(.unavailable, "\(error)") }
         }
-        #expect(first == 0 && second == 0)
+        #expect(first == 0 && second == 0 && third == 0)
         let text = "SELECT COUNT(*) FROM vault_migrations WHERE name = $1"
-        #expect(byText[text] == 1, "prepared once, run twice: \(byText)")
+        #expect(byText[text] == 1, "seen once, then prepared once, run twice by name: \(byText)")
         // A NULL bind is another statement (its type is the server's to infer, as unnamed).
-        let null = try await db.query(Self.lookup, [SQLValue.null]).first?.int(0)
-        #expect(null == 0)
+        for _ in 0..<2 { #expect(try await db.query(Self.lookup, [SQLValue.null]).first?.int(0) == 0) }
         let after = try await db.transaction { (t) throws(StoreError) in
             do { return try await prepared(t) } catch { throw StoreError(.unavailable, "\(error)") }
         }
         #expect(after[text] == 2)
-        // DDL is never prepared; it runs unnamed as before.
+        // DDL is never prepared, nor a list of parameters; they run unnamed as before.
         try await db.write("CREATE TABLE prep_probe (a TEXT)")
-        #expect(try await db.write("INSERT INTO prep_probe (a) VALUES (?) RETURNING a", ["x"]).first?.string(0) == "x")
+        for _ in 0..<3 {
+            #expect(try await db.write("INSERT INTO prep_probe (a) VALUES (?) RETURNING a", ["x"]).first?.string(0) == "x")
+            #expect(try await db.query("SELECT COUNT(*) FROM prep_probe WHERE a IN (?, ?)", ["x", "y"]).first?.int(0) ?? 0 > 0)
+        }
+        let probes = try await db.query("SELECT COUNT(*) FROM pg_prepared_statements WHERE statement LIKE '%prep_probe WHERE a IN%'")
+        #expect(try probes.first?.int(0) == 0)
     }
 
     /// PostgresNIO runs a name as the statement it first prepared under it on the connection: two
-    /// stores over one client must never hand it the same name for different statements.
-    @Test("two stores over one client keep their statements apart")
+    /// stores over one client (or two processes behind a pooler) must never give one name to two
+    /// statements. A name is the statement's content.
+    @Test("names are the statements' content: two stores over one client keep their statements apart, and share a statement's name")
     func twoStoresOnOneClient() async throws {
         let (db, client, cleanup) = try await databaseAndClient(connections: 1)
         defer { Task { await cleanup() } }
         let other = Database(postgres: client, logger: Logger(label: "test"))
-        // Each store's first statement, on the one connection: the same number in each store.
-        #expect(try await db.query("SELECT ?::bigint + 1", [1]).first?.int(0) == 2)
-        #expect(try await other.query("SELECT ?::bigint * 10", [1]).first?.int(0) == 10)
-        #expect(try await db.query("SELECT ?::bigint + 1", [5]).first?.int(0) == 6)
-        #expect(try await other.query("SELECT ?::bigint * 10", [5]).first?.int(0) == 50)
+        for n in 1...3 {
+            #expect(try await db.query("SELECT ?::bigint + 1", [n]).first?.int(0) == n + 1)
+            #expect(try await other.query("SELECT ?::bigint * 10", [n]).first?.int(0) == n * 10)
+            #expect(try await other.query("SELECT ?::bigint + 1", [n]).first?.int(0) == n + 1)
+        }
+        let names = try await db.query("SELECT name FROM pg_prepared_statements WHERE statement LIKE 'SELECT $1::bigint%' ORDER BY name")
+            .map { (r) throws(StoreError) in try r.string(0) }
+        #expect(names.count == 2, "one name per statement, whichever store ran it: \(names)")
+        #expect(names.allSatisfy { $0.hasPrefix("vault_") && $0.count == 38 }, "\(names)")
+        #expect(PostgresStatements.name("t\nSELECT 1") == PostgresStatements.name("t\nSELECT 1"))
+        #expect(PostgresStatements.name("t\nSELECT 1") != PostgresStatements.name("i\nSELECT 1"))
+    }
+
+    /// Behind a pooler that hands server sessions around, a name prepared on one session is unknown
+    /// on the next (26000): the store stops naming statements, and the next run works unnamed.
+    @Test("a server that does not hold a prepared name turns naming off, and the store goes on unnamed")
+    func aLostNameTurnsNamingOff() async throws {
+        let (db, cleanup) = try await database(connections: 1)
+        defer { Task { await cleanup() } }
+        for _ in 0..<3 { #expect(try await db.query(Self.lookup, ["x"]).first?.int(0) == 0) }
+        // What a pooler does: the next statement lands on a session without it.
+        _ = try await db.query("DEALLOCATE ALL")
+        await #expect(throws: StoreError.self) { try await db.query(Self.lookup, ["x"]) }
+        guard case .postgres(_, _, let statements?) = db.engine else { Issue.record("no statements"); return }
+        #expect(!statements.naming)
+        #expect(try await db.query(Self.lookup, ["x"]).first?.int(0) == 0)
+        #expect(try await db.query(Self.lookup, ["y"]).first?.int(0) == 0)
     }
 
     @Test("prepared_statements=off runs every statement unnamed")
@@ -109,6 +137,8 @@ struct PostgresStatementsTests {
     func failedFirstRunIsRetriedUnderAFreshName() async throws {
         let (db, cleanup) = try await database(connections: 1)
         defer { Task { await cleanup() } }
+        // Seen once (unnamed): its next run is its first by name.
+        #expect(try await db.query(Self.lookup, ["x"]).first?.int(0) == 0)
         let failure = await #expect(throws: StoreError.self) {
             try await db.transaction { (t) throws(StoreError) in
                 do { _ = try await t.query("SELECT 1 / ?", [0]) } catch {}
@@ -120,5 +150,7 @@ struct PostgresStatementsTests {
         // One connection: the same one, where the first name's Parse failed.
         #expect(try await db.query(Self.lookup, ["x"]).first?.int(0) == 0)
         #expect(try await db.query(Self.lookup, ["y"]).first?.int(0) == 0)
+        let names = try await db.query("SELECT name FROM pg_prepared_statements WHERE statement LIKE 'SELECT COUNT(*) FROM vault_migrations WHERE name%'")
+        #expect(try names.map { (r) throws(StoreError) in try r.string(0) }.contains { $0.hasSuffix("_r1") })
     }
 }
