@@ -93,8 +93,11 @@ public final class SQLPaymentStore: PaymentStore, SessionStore {
     }
 
     public func get(_ id: String) async throws(StoreError) -> PaymentRecord? {
-        try await select("WHERE id = ?", [id]).first
+        try await db.query(Self.getSQL, [id]).first.map(Self.payment)
     }
+
+    /// A payment by id (`get`).
+    static let getSQL = "SELECT \(columns) FROM vault_payments WHERE id = ?"
 
     public func find(scope: String, idempotencyKey: String) async throws(StoreError) -> PaymentRecord? {
         try await select("WHERE scope = ? AND idempotency_key = ?", [scope, idempotencyKey]).first

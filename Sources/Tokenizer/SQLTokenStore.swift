@@ -32,10 +32,12 @@ public final class SQLTokenStore: TokenStore {
     }
 
     public func get(_ token: String, now: Date) async throws(StoreError) -> TokenRecord? {
-        let rows = try await db.query(
-            "SELECT \(StoredToken.selectColumns) FROM vault_tokens WHERE token = ? AND expires_at > ?", [token, now])
+        let rows = try await db.query(Self.getSQL, [token, now])
         return try rows.first.map { (row) throws(StoreError) in try StoredToken(row: row).record() }
     }
+
+    /// A live token by id (`get`).
+    static let getSQL = "SELECT \(StoredToken.selectColumns) FROM vault_tokens WHERE token = ? AND expires_at > ?"
 
     public func setFingerprints(_ fingerprints: [(token: String, fingerprint: String)]) async throws(StoreError) -> Int {
         guard !fingerprints.isEmpty else { return 0 }

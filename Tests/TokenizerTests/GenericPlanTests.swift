@@ -15,8 +15,8 @@ struct GenericPlanTests {
     static let statements: [(sql: String, types: [String], values: [String])] = [
         (SQLPaymentStore.findSQL(scopes: 2), ["text", "text", "text", "text"], ["'uid:0'", "'order-1'", "'global'", "'order-1'"]),
         (SQLPaymentStore.findSQL(scopes: 1), ["text", "text"], ["'uid:0'", "'order-1'"]),
-        ("SELECT \(SQLPaymentStore.columns) FROM vault_payments WHERE id = ?", ["text"], ["'pay_x'"]),
-        ("SELECT \(StoredToken.selectColumns) FROM vault_tokens WHERE token = ? AND expires_at > ?", ["text", "bigint"], ["'tok_x'", "0"]),
+        (SQLPaymentStore.getSQL, ["text"], ["'pay_x'"]),
+        (SQLTokenStore.getSQL, ["text", "bigint"], ["'tok_x'", "0"]),
     ]
 
     /// `?` → `$1`, `$2`, … (the statements here have no quoted `?`).
