@@ -24,6 +24,7 @@ public enum SocketServer {
     /// long read on a dispatch thread (`Database.scan`); the audit log's `fdatasync`, at most once
     /// per `sync_interval`, does run on them. The gateway does not do this: measured, it gained
     /// nothing on fingerprints and lost a little on payments.
+    ///
     /// NIO finds Swift's hook with `dlsym`, which finds nothing in a binary linked with a static
     /// Swift runtime (its `--exclude-libs ALL` hides the runtime's symbols): then the hook's address
     /// is taken at link time instead (`installHook`). Which of the two took it over is

@@ -1,6 +1,7 @@
 import Logging
 import PostgresNIO
 import Synchronization
+import VaultCrypto
 
 /// Named prepared statements on PostgreSQL, one set per connection.
 ///
@@ -13,8 +14,8 @@ import Synchronization
 /// plan after its first few runs; `GenericPlanTests`). A prepared statement belongs to the server
 /// session: a transaction rolled back keeps it, and a new connection starts with none.
 ///
-/// The name is the statement's content: `vault_` and 128 bits of a fixed hash of its parameter
-/// types and text. Two processes (a sidecar and a gateway, or replicas) that share server sessions
+/// The name is the statement's content: `vault_` and 128 bits of the BLAKE2b-256 of its
+/// parameter types and text. Two processes (a sidecar and a gateway, or replicas) that share server sessions
 /// through a pooler can then meet only under the same statement, never run another's SQL with
 /// their values; the server's refusal of a name it does not know there (26000) or knows already
 /// (42P05) turns this store's naming off for good, with a warning (`prepared_statements=off` is
@@ -153,21 +154,17 @@ final class PostgresStatements: Sendable {
     /// How many connections this store has run named statements on (for tests).
     var connectionCount: Int { slots.withLock { $0.connections.count } }
 
-    /// The name of a statement key: `vault_` and 128 bits of two FNV-1a hashes of it (the same in
-    /// every process and every version that sends the same text with the same types).
+    /// The name of a statement key: `vault_` and the first 128 bits of its BLAKE2b-256
+    /// (`Hash.blake2b256`), in hex: the same in every process and version that sends the same
+    /// text with the same types, and no two statements share one.
     static func name(_ key: String) -> String {
-        var a: UInt64 = 0xcbf2_9ce4_8422_2325, b: UInt64 = 0x6c62_272e_07bb_0142
-        for byte in key.utf8 {
-            a = (a ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
-            b = (b ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
-            b ^= b >> 29
-        }
-        func hex(_ v: UInt64) -> String {
-            let s = String(v, radix: 16)
-            return String(repeating: "0", count: 16 - s.count) + s
-        }
-        return "vault_" + hex(a) + hex(b)
+        let digest = Array(key.utf8).withUnsafeBytes { Hash.blake2b256($0) }
+        let digits: [UInt8] = Array("0123456789abcdef".utf8)
+        var out = Array("vault_".utf8)
+        for byte in digest.prefix(16) { out += [digits[Int(byte >> 4)], digits[Int(byte & 15)]] }
+        return String(decoding: out, as: UTF8.self)
     }
+
     /// The parameter types of a key: those PostgresNIO gives the same binds unnamed.
     static func types(_ values: [SQLValue]) -> String {
         var s = ""
