@@ -41,12 +41,17 @@ public final class Database: Sendable {
     /// task resumes: with every reader so held and every thread waiting for one, nothing would move.
     /// Its writes (`transaction`, `write`, `batch`) are also committed in groups (`CommitGroup`).
     public let onCallingThread: Bool
+    /// A server's store (`onCallingThread`): the read-only connections its reads run on
+    /// (`SQLiteReaders`), instead of GRDB's reader pool.
+    let readers: SQLiteReaders?
 
     /// Opens (creating if needed) the SQLite file at `path`. Migrate with `migrate()`.
     /// `onCallingThread`: see the property.
     /// - Throws: `STORE_UNAVAILABLE`.
     public init(sqlitePath path: String, onCallingThread: Bool = false) throws(StoreError) {
         self.onCallingThread = onCallingThread
+        readers = onCallingThread
+            ? SQLiteReaders(path: path, keep: max(Configuration().maximumReaderCount, ProcessInfo.processInfo.activeProcessorCount + 2)) : nil
         var config = Configuration()
         // Another process may write the same file (`vault rewrap` during key rotation, a gateway
         // whose ledger is here): wait for its short transactions instead of failing with SQLITE_BUSY.
@@ -83,6 +88,7 @@ public final class Database: Sendable {
     /// `preparedStatements`: statements prepared once per connection (`PostgresStatements`).
     public init(postgres client: PostgresClient, logger: Logger, preparedStatements: Bool = true) {
         onCallingThread = false
+        readers = nil
         engine = .postgres(client, logger, preparedStatements ? PostgresStatements() : nil)
         dialect = Dialect(backend: .postgres)
     }
@@ -102,8 +108,11 @@ public final class Database: Sendable {
         case .sqlite(let pool, _):
             // A WAL read never waits for the writer, and the vault's reads are short (point
             // lookups, pages of at most a few hundred rows): on the calling thread when asked.
-            if onCallingThread { return try await Self.sqlite { try pool.read { db in try Self.run(db, sql, values) } } }
-            return try await Self.sqlite { try await pool.read { db in try Self.run(db, sql, values) } }
+            // One statement, so no transaction around it: in autocommit mode SQLite reads a
+            // statement's rows from one snapshot of the WAL, which is all `pool.read`'s
+            // BEGIN DEFERRED … COMMIT would add, at two more statements per read (issue 16).
+            if let readers { return try readers.read(sql, values) }
+            return try await Self.sqlite { try await pool.unsafeRead { db in try Self.run(db, sql, values) } }
         case .postgres(let client, let logger, let statements):
             return try await Self.postgres { try await Self.run(client, logger, statements, sql, values) }
         }
@@ -113,12 +122,12 @@ public final class Database: Sendable {
     /// walk many rows): on a server's store (`onCallingThread`) it runs on a dispatch thread, so
     /// that an event loop does not wait for it.
     public func scan(_ sql: String, _ arguments: [any SQLBindable] = []) async throws(StoreError) -> [SQLRow] {
-        guard onCallingThread, case .sqlite(let pool, _) = engine else { return try await query(sql, arguments) }
+        guard let readers else { return try await query(sql, arguments) }
         let values = arguments.map(\.sqlValue)
         let result = await withCheckedContinuation { (c: CheckedContinuation<Result<[SQLRow], StoreError>, Never>) in
             DispatchQueue.global().async {
-                do { c.resume(returning: .success(try pool.read { db in try Self.run(db, sql, values) })) } catch {
-                    c.resume(returning: .failure(Self.map(error)))
+                do throws(StoreError) { c.resume(returning: .success(try readers.read(sql, values))) } catch {
+                    c.resume(returning: .failure(error))
                 }
             }
         }

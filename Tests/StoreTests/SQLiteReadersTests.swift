@@ -1,0 +1,105 @@
+import Foundation
+@testable import Store
+import Testing
+
+/// A server's SQLite reads (`SQLiteReaders`): read-only connections of their own, one statement
+/// each, on the calling thread.
+struct SQLiteReadersTests {
+    @Test func valuesComeBackAsThePoolReadsThem() async throws {
+        let (db, dir) = try CallingThreadTests.make()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let tools = try Database(sqlitePath: dir + "/t.sqlite")  // GRDB's reader pool
+        try await db.write("CREATE TABLE t (i INTEGER, s TEXT, b BLOB, f REAL, n TEXT)")
+        try await db.write(
+            "INSERT INTO t VALUES (?, ?, CAST(? AS BLOB), 2.75, NULL), (?, ?, NULL, -1.5, ?)",
+            [Int64.max, "ünïcødé ✓", "bytes", -7, "", true])
+        let sql = "SELECT i, s, b, f, n FROM t ORDER BY i"
+        let fast = try await db.query(sql), pool = try await tools.query(sql)
+        #expect(fast == pool)
+        #expect(fast == [
+            SQLRow([.int(-7), .text(""), .null, .int(-1), .text("1")]),  // true in a TEXT column: '1'
+            SQLRow([.int(Int64.max), .text("ünïcødé ✓"), .text("bytes"), .int(2), .null]),
+        ])
+        // Bound values of every kind select the rows they name (an empty text is '', not NULL).
+        #expect(try await db.query("SELECT count(*) FROM t WHERE s = ? AND n = ?", ["", true]).first?.int(0) == 1)
+        #expect(try await db.query("SELECT count(*) FROM t WHERE i = ? AND n IS ?", [Int64.max, SQLValue.null]).first?.int(0) == 1)
+        #expect(db.readers != nil && tools.readers == nil)
+    }
+
+    /// The connections are read-only: a statement that would write fails as a store error and
+    /// changes nothing.
+    @Test func aWriteThroughAReadFailsAndChangesNothing() async throws {
+        let (db, dir) = try CallingThreadTests.make()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try await db.write("CREATE TABLE t (v INTEGER)")
+        try await db.write("INSERT INTO t VALUES (1)")
+        await #expect(throws: StoreError.self) { try await db.query("DELETE FROM t RETURNING v") }
+        await #expect(throws: StoreError.self) { try await db.query("INSERT INTO t VALUES (2) RETURNING v") }
+        await #expect(throws: StoreError.self) { try await db.query("SELECT nope FROM t") }
+        #expect(try await db.query("SELECT v FROM t").map { try $0.int(0) } == [1])
+    }
+
+    /// A read sees every commit that returned before it, including the group commit's.
+    @Test func readsSeeWhatWasCommittedBeforeThem() async throws {
+        let (db, dir) = try CallingThreadTests.make()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try await db.write("CREATE TABLE t (v INTEGER NOT NULL)")
+        for i in 1...50 {
+            try await db.write("INSERT INTO t VALUES (?)", [i])
+            #expect(try await db.query("SELECT count(*), max(v) FROM t").first.map { [try $0.int(0), try $0.int(1)] } == [i, i])
+        }
+        // A table made after the connections cached their statements: its reads are prepared anew.
+        try await db.write("CREATE TABLE u (w TEXT)")
+        try await db.write("INSERT INTO u VALUES ('x')")
+        #expect(try await db.query("SELECT w FROM u").first?.string(0) == "x")
+    }
+
+    /// Reads from many tasks at once each get a connection of their own; idle ones beyond
+    /// `keep` are closed.
+    @Test func concurrentReadsEachHaveAConnection() async throws {
+        let (db, dir) = try CallingThreadTests.make()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try await db.write("CREATE TABLE t (v INTEGER NOT NULL)")
+        _ = try await db.batch("INSERT INTO t VALUES (?)", (0..<100).map { [.int(Int64($0))] })
+        let wrong = await withTaskGroup(of: Int.self) { tasks in
+            for k in 0..<16 {
+                tasks.addTask {
+                    var wrong = 0
+                    for i in 0..<200 {
+                        let v = (k * 7 + i) % 100
+                        let row = try? await db.query("SELECT v, v * 2 FROM t WHERE v = ?", [v]).first
+                        if (try? row?.int(0)) != v || (try? row?.int(1)) != 2 * v { wrong += 1 }
+                    }
+                    return wrong
+                }
+            }
+            return await tasks.reduce(0, +)
+        }
+        #expect(wrong == 0)
+        #expect(db.readers!.idleCount <= db.readers!.keep)
+        #expect(db.readers!.idleCount >= 1)
+    }
+
+    /// A read's bound values do not stay in its connection's prepared statement after it.
+    @Test func boundValuesAreClearedAfterARead() async throws {
+        let (db, dir) = try CallingThreadTests.make()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try await db.write("CREATE TABLE t (k TEXT)")
+        let sql = "SELECT count(*) FROM t WHERE k = ?"
+        _ = try await db.query(sql, ["value-that-must-not-linger"])
+        let texts = db.readers!.expandedStatements(sql)
+        #expect(!texts.isEmpty)
+        for t in texts {
+            #expect(!t.contains("value-that-must-not-linger"), "\(t)")
+            #expect(t.contains("NULL"), "\(t)")
+        }
+    }
+
+    /// A read-only connection keeps its sorts in memory as every connection of the store does.
+    @Test func sortsStayInMemory() async throws {
+        let (db, dir) = try CallingThreadTests.make()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        #expect(try await db.query("PRAGMA temp_store").first?.int(0) == 2)
+        #expect(try await db.scan("PRAGMA temp_store").first?.int(0) == 2)
+    }
+}
