@@ -51,6 +51,9 @@ public enum JSONBody {
     /// (any case, spaces around `;` and `=`, the charset quoted or not), and nothing else.
     public static func isJSON(_ contentType: String?) -> Bool {
         guard let contentType else { return false }
+        // The usual header, `application/json` in any case, without the allocations below (a
+        // lowercased copy, a split and trimmed copies: about 1 % of a tokenize, issue 16).
+        if Self.isASCIICaseInsensitive(contentType, "application/json") { return true }
         let parts = contentType.lowercased().split(separator: ";", omittingEmptySubsequences: false)
             .map { $0.trimmingCharacters(in: .whitespaces) }
         guard parts.first == "application/json" else { return false }
@@ -58,6 +61,18 @@ public enum JSONBody {
         guard parts.count == 2 else { return false }
         let pair = parts[1].split(separator: "=", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
         return pair.count == 2 && pair[0] == "charset" && (pair[1] == "utf-8" || pair[1] == "\"utf-8\"")
+    }
+
+    /// Whether `text` is `lower` (lowercase ASCII) but for the case of its ASCII letters.
+    static func isASCIICaseInsensitive(_ text: String, _ lower: StaticString) -> Bool {
+        var utf8 = text.utf8.makeIterator()
+        return lower.withUTF8Buffer { expected in
+            for e in expected {
+                guard let b = utf8.next() else { return false }
+                if b != e, !(b >= 65 && b <= 90 && b + 32 == e) { return false }
+            }
+            return utf8.next() == nil
+        }
     }
 
     /// Zeroes a buffer's readable bytes in the storage it shares with other views (not a copy,

@@ -149,7 +149,14 @@ enum HTTPResponseParser {
         for line in lines.dropFirst() {
             let l = line.lowercased()
             if l.hasPrefix("transfer-encoding:") && l.contains("chunked") { f.chunked = true }
-            if l.hasPrefix("content-length:") { f.contentLength = Int(l.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) }
+            if l.hasPrefix("content-length:") {
+                let value = l.dropFirst("content-length:".count)
+                // Spaces and tabs around the digits (the usual case) without Foundation's trimming.
+                var digits = value
+                while let c = digits.first, c == " " || c == "\t" { digits = digits.dropFirst() }
+                while let c = digits.last, c == " " || c == "\t" { digits = digits.dropLast() }
+                f.contentLength = Int(digits) ?? Int(value.trimmingCharacters(in: .whitespaces))
+            }
             if l.hasPrefix("connection:") && l.contains("close") { f.keepAlive = false }
         }
         if f.chunked { f.contentLength = nil }
