@@ -44,6 +44,9 @@ public final class Database: Sendable {
     /// A server's store (`onCallingThread`): the read-only connections its reads run on
     /// (`SQLiteReaders`), instead of GRDB's reader pool.
     let readers: SQLiteReaders?
+    /// A server's store: the prepared statements its transactions run on the writer connection
+    /// (`WriterStatements`), instead of GRDB's statement and row objects.
+    let writerStatements: WriterStatements?
 
     /// Opens (creating if needed) the SQLite file at `path`. Migrate with `migrate()`.
     /// `onCallingThread`: see the property.
@@ -52,6 +55,7 @@ public final class Database: Sendable {
         self.onCallingThread = onCallingThread
         readers = onCallingThread
             ? SQLiteReaders(path: path, keep: max(Configuration().maximumReaderCount, ProcessInfo.processInfo.activeProcessorCount + 2)) : nil
+        writerStatements = onCallingThread ? WriterStatements() : nil
         var config = Configuration()
         // Another process may write the same file (`vault rewrap` during key rotation, a gateway
         // whose ledger is here): wait for its short transactions instead of failing with SQLITE_BUSY.
@@ -89,6 +93,7 @@ public final class Database: Sendable {
     public init(postgres client: PostgresClient, logger: Logger, preparedStatements: Bool = true) {
         onCallingThread = false
         readers = nil
+        writerStatements = nil
         engine = .postgres(client, logger, preparedStatements ? PostgresStatements() : nil)
         dialect = Dialect(backend: .postgres)
     }
@@ -197,7 +202,7 @@ public final class Database: Sendable {
             defer { lock.release() }
             try await Self.sqlite { try await pool.writeWithoutTransaction { db in try db.execute(sql: "BEGIN IMMEDIATE") } }
             do {
-                let value = try await body(Transaction(connection: .sqlite(pool, onCallingThread: onCallingThread), dialect: dialect))
+                let value = try await body(Transaction(connection: .sqlite(pool, onCallingThread: onCallingThread, writer: writerStatements), dialect: dialect))
                 try await Self.sqlite { try await pool.writeWithoutTransaction { db in try db.execute(sql: "COMMIT") } }
                 return value
             } catch {
@@ -387,7 +392,7 @@ public final class Database: Sendable {
 /// A transaction in progress (`Database.transaction`): its statements run in order, atomically.
 public struct Transaction: Sendable {
     enum Connection: @unchecked Sendable {
-        case sqlite(DatabasePool, onCallingThread: Bool)
+        case sqlite(DatabasePool, onCallingThread: Bool, writer: WriterStatements?)
         case postgres(PostgresConnection, Logger, PostgresStatements?)
     }
 
@@ -399,10 +404,11 @@ public struct Transaction: Sendable {
     public func query(_ sql: String, _ arguments: [any SQLBindable] = []) async throws(StoreError) -> [SQLRow] {
         let values = arguments.map(\.sqlValue)
         switch connection {
-        case .sqlite(let pool, let onCallingThread):
+        case .sqlite(let pool, let onCallingThread, let writer):
             // The transaction holds the write lock already (BEGIN IMMEDIATE), so a statement waits
             // for nothing: on the calling thread when asked (`Database.onCallingThread`). Its
             // COMMIT, which waits for the disk, is always handed to the writer's queue.
+            if let writer { return try await Database.sqlite { try pool.writeWithoutTransaction { db in try writer.run(db, sql, values) } } }
             if onCallingThread {
                 return try await Database.sqlite { try pool.writeWithoutTransaction { db in try Database.run(db, sql, values) } }
             }

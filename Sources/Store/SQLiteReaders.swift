@@ -67,21 +67,18 @@ final class SQLiteReaders: Sendable {
     func expandedStatements(_ sql: String) -> [String] {
         idle.withLock { list in
             list.compactMap { c in
-                guard let s = c.statements[sql], let text = sqlite3_expanded_sql(s) else { return nil }
+                guard let s = c.statements.prepared[sql], let text = sqlite3_expanded_sql(s) else { return nil }
                 defer { sqlite3_free(text) }
                 return String(cString: text)
             }
         }
     }
 
-    /// One read-only connection and its prepared statements (by SQL text).
+    /// One read-only connection and its prepared statements.
     final class Connection: @unchecked Sendable {
         // @unchecked: one thread at a time, handed over under `SQLiteReaders.idle`'s lock.
         let handle: OpaquePointer
-        var statements: [String: OpaquePointer] = [:]
-        /// Prepared statements kept per connection (the vault's reads are a few dozen texts;
-        /// one-off texts beyond this empty the cache rather than grow it).
-        static let maxStatements = 256
+        let statements: SQLiteStatements
 
         init(path: String) throws(DatabaseError) {
             var h: OpaquePointer?
@@ -90,86 +87,133 @@ final class SQLiteReaders: Sendable {
                 if let h { sqlite3_close_v2(h) }
                 throw DatabaseError(resultCode: ResultCode(rawValue: rc))
             }
-            handle = h
             sqlite3_extended_result_codes(h, 1)
             sqlite3_busy_timeout(h, 10_000)
             let pragma = sqlite3_exec(h, "PRAGMA temp_store = MEMORY", nil, nil, nil)
-            guard pragma == SQLITE_OK else { throw DatabaseError(resultCode: ResultCode(rawValue: pragma)) }
+            guard pragma == SQLITE_OK else {
+                sqlite3_close_v2(h)
+                throw DatabaseError(resultCode: ResultCode(rawValue: pragma))
+            }
+            handle = h
+            statements = SQLiteStatements(handle: h)
         }
 
         deinit {
-            for s in statements.values { sqlite3_finalize(s) }
+            statements.finalizeAll()
             sqlite3_close_v2(handle)
         }
 
-        func statement(_ sql: String) throws(DatabaseError) -> OpaquePointer {
-            if let s = statements[sql] { return s }
-            if statements.count >= Self.maxStatements {
-                for s in statements.values { sqlite3_finalize(s) }
-                statements.removeAll()
-            }
-            var s: OpaquePointer?
-            let rc = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &s, nil)
-            guard rc == SQLITE_OK, let s else {
-                if let s { sqlite3_finalize(s) }
-                throw DatabaseError(resultCode: ResultCode(rawValue: rc))
-            }
-            statements[sql] = s
-            return s
-        }
+        func run(_ sql: String, _ values: [SQLValue]) throws(DatabaseError) -> [SQLRow] { try statements.run(sql, values) }
+    }
+}
 
-        func run(_ sql: String, _ values: [SQLValue]) throws(DatabaseError) -> [SQLRow] {
-            let s = try statement(sql)
-            defer {
-                sqlite3_reset(s)
-                sqlite3_clear_bindings(s)
+/// The prepared statements of one SQLite connection, by SQL text, and running them: a server's
+/// reads (`SQLiteReaders`) and the statements of its transactions on the writer connection
+/// (`WriterStatements`). A statement's bound values are cleared once it has run, so a prepared
+/// statement never keeps a call's arguments.
+final class SQLiteStatements: @unchecked Sendable {
+    // @unchecked: used by the one thread that holds its connection at the time.
+    let handle: OpaquePointer
+    private(set) var prepared: [String: OpaquePointer] = [:]
+    /// Prepared statements kept (the vault's statements are a few dozen texts; one-off texts
+    /// beyond this empty the cache rather than grow it).
+    static let maxStatements = 256
+
+    init(handle: OpaquePointer) { self.handle = handle }
+
+    deinit { finalizeAll() }
+
+    func finalizeAll() {
+        for s in prepared.values { sqlite3_finalize(s) }
+        prepared.removeAll()
+    }
+
+    func statement(_ sql: String) throws(DatabaseError) -> OpaquePointer {
+        if let s = prepared[sql] { return s }
+        if prepared.count >= Self.maxStatements { finalizeAll() }
+        var s: OpaquePointer?
+        let rc = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &s, nil)
+        guard rc == SQLITE_OK, let s else {
+            if let s { sqlite3_finalize(s) }
+            throw DatabaseError(resultCode: ResultCode(rawValue: rc))
+        }
+        prepared[sql] = s
+        return s
+    }
+
+    /// Runs `sql` (one statement) with `values` bound to its `?` in order: its rows, TEXT and
+    /// BLOB as text (UTF-8), REAL truncated to an integer, as `Database.run` reads GRDB's rows.
+    func run(_ sql: String, _ values: [SQLValue]) throws(DatabaseError) -> [SQLRow] {
+        let s = try statement(sql)
+        defer {
+            sqlite3_reset(s)
+            sqlite3_clear_bindings(s)
+        }
+        for (i, v) in values.enumerated() {
+            let index = Int32(i + 1)
+            let rc: Int32
+            switch v {
+            case .null: rc = sqlite3_bind_null(s, index)
+            case .int(let n): rc = sqlite3_bind_int64(s, index, n)
+            case .bool(let b): rc = sqlite3_bind_int64(s, index, b ? 1 : 0)
+            case .text(var t):
+                rc = t.withUTF8 { u in
+                    // A NULL pointer would bind NULL: an empty text points at a byte of its own.
+                    guard let base = u.baseAddress, u.count > 0 else { return sqlite3_bind_text(s, index, "", 0, Self.transient) }
+                    return sqlite3_bind_text(s, index, UnsafeRawPointer(base).assumingMemoryBound(to: CChar.self), Int32(u.count), Self.transient)
+                }
             }
-            for (i, v) in values.enumerated() {
-                let index = Int32(i + 1)
-                let rc: Int32
-                switch v {
-                case .null: rc = sqlite3_bind_null(s, index)
-                case .int(let n): rc = sqlite3_bind_int64(s, index, n)
-                case .bool(let b): rc = sqlite3_bind_int64(s, index, b ? 1 : 0)
-                case .text(var t):
-                    rc = t.withUTF8 { u in
-                        // A NULL pointer would bind NULL: an empty text points at a byte of its own.
-                        guard let base = u.baseAddress, u.count > 0 else { return sqlite3_bind_text(s, index, "", 0, Self.transient) }
-                        return sqlite3_bind_text(s, index, UnsafeRawPointer(base).assumingMemoryBound(to: CChar.self), Int32(u.count), Self.transient)
+            guard rc == SQLITE_OK else { throw DatabaseError(resultCode: ResultCode(rawValue: rc)) }
+        }
+        let columns = sqlite3_column_count(s)
+        var rows: [SQLRow] = []
+        while true {
+            let rc = sqlite3_step(s)
+            if rc == SQLITE_DONE { return rows }
+            guard rc == SQLITE_ROW else { throw DatabaseError(resultCode: ResultCode(rawValue: sqlite3_extended_errcode(handle))) }
+            var row: [SQLValue] = []
+            row.reserveCapacity(Int(columns))
+            for c in 0..<columns {
+                switch sqlite3_column_type(s, c) {
+                case SQLITE_INTEGER: row.append(.int(sqlite3_column_int64(s, c)))
+                case SQLITE_FLOAT: row.append(.int(Int64(sqlite3_column_double(s, c))))
+                case SQLITE_NULL: row.append(.null)
+                default:
+                    // TEXT, and BLOB read as UTF-8. The pointer first, then its length (SQLite's order).
+                    let p = sqlite3_column_blob(s, c)
+                    let count = Int(sqlite3_column_bytes(s, c))
+                    if let p, count > 0 {
+                        row.append(.text(String(decoding: UnsafeRawBufferPointer(start: p, count: count), as: UTF8.self)))
+                    } else {
+                        row.append(.text(""))
                     }
                 }
-                guard rc == SQLITE_OK else { throw DatabaseError(resultCode: ResultCode(rawValue: rc)) }
             }
-            let columns = sqlite3_column_count(s)
-            var rows: [SQLRow] = []
-            while true {
-                let rc = sqlite3_step(s)
-                if rc == SQLITE_DONE { return rows }
-                guard rc == SQLITE_ROW else { throw DatabaseError(resultCode: ResultCode(rawValue: sqlite3_extended_errcode(handle))) }
-                var row: [SQLValue] = []
-                row.reserveCapacity(Int(columns))
-                for c in 0..<columns {
-                    switch sqlite3_column_type(s, c) {
-                    case SQLITE_INTEGER: row.append(.int(sqlite3_column_int64(s, c)))
-                    case SQLITE_FLOAT: row.append(.int(Int64(sqlite3_column_double(s, c))))
-                    case SQLITE_NULL: row.append(.null)
-                    default:
-                        // TEXT, and BLOB read as UTF-8 (as the pool's reads do).
-                        // The pointer first, then its length (SQLite's order for these calls).
-                        let p = sqlite3_column_blob(s, c)
-                        let count = Int(sqlite3_column_bytes(s, c))
-                        if let p, count > 0 {
-                            row.append(.text(String(decoding: UnsafeRawBufferPointer(start: p, count: count), as: UTF8.self)))
-                        } else {
-                            row.append(.text(""))
-                        }
-                    }
-                }
-                rows.append(SQLRow(row))
-            }
+            rows.append(SQLRow(row))
         }
+    }
 
-        /// SQLite's SQLITE_TRANSIENT: it copies the bound bytes before the call returns.
-        static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+    /// SQLite's SQLITE_TRANSIENT: it copies the bound bytes before the call returns.
+    static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+}
+
+/// The prepared statements of a server's SQLite writer connection (`Database.onCallingThread`):
+/// the statements of its transactions run from them instead of GRDB's statement and row objects.
+/// Used only inside the pool's `writeWithoutTransaction`, whose queue orders every access.
+final class WriterStatements: @unchecked Sendable {
+    private var statements: SQLiteStatements?
+
+    /// Runs `sql` on the writer connection `db`.
+    func run(_ db: GRDB.Database, _ sql: String, _ values: [SQLValue]) throws -> [SQLRow] {
+        guard let handle = db.sqliteConnection else { throw DatabaseError(resultCode: .SQLITE_MISUSE) }
+        if statements?.handle != handle { statements = SQLiteStatements(handle: handle) }
+        return try statements!.run(sql, values)
+    }
+
+    /// `sqlite3_expanded_sql` of `sql`'s prepared statement, if prepared (tests; call on the writer).
+    func expanded(_ sql: String) -> String? {
+        guard let s = statements?.prepared[sql], let text = sqlite3_expanded_sql(s) else { return nil }
+        defer { sqlite3_free(text) }
+        return String(cString: text)
     }
 }

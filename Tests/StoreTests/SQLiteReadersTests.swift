@@ -95,6 +95,31 @@ struct SQLiteReadersTests {
         }
     }
 
+    /// A server's transactions run their statements from prepared statements of the writer
+    /// connection (`WriterStatements`): rows come back as GRDB's would, a duplicate key is
+    /// `duplicate` and leaves the rest of the transaction, and no value stays bound.
+    @Test func writerStatementsRunTransactions() async throws {
+        let (db, dir) = try CallingThreadTests.make()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try await db.write("CREATE TABLE t (k TEXT PRIMARY KEY, n INTEGER, f REAL)")
+        let insert = "INSERT INTO t (k, n, f) VALUES (?, ?, ?) RETURNING k, n, f"
+        let rows = try await db.transaction { (t) throws(StoreError) in
+            let first = try await t.query(insert, ["secret-ish key", 41, SQLValue.null])
+            do throws(StoreError) {
+                _ = try await t.query(insert, ["secret-ish key", 1, SQLValue.null])
+                Issue.record("a duplicate key was inserted")
+            } catch {
+                #expect(error.code == .duplicate)
+            }
+            let second = try await t.query(insert, ["", Int64.min, true])
+            return first + second
+        }
+        #expect(rows == [SQLRow([.text("secret-ish key"), .int(41), .null]), SQLRow([.text(""), .int(Int64.min), .int(1)])])
+        #expect(try await db.query("SELECT count(*) FROM t").first?.int(0) == 2)
+        let expanded = try await db.sqlitePool!.writeWithoutTransaction { _ in db.writerStatements!.expanded(insert) }
+        #expect(expanded != nil && expanded?.contains("secret-ish") == false, "\(expanded ?? "nil")")
+    }
+
     /// A read-only connection keeps its sorts in memory as every connection of the store does.
     @Test func sortsStayInMemory() async throws {
         let (db, dir) = try CallingThreadTests.make()
