@@ -2,9 +2,9 @@ import Foundation
 @testable import Store
 import Testing
 
-/// A server's SQLite reads (`SQLiteReaders`): read-only connections of their own, one statement
+/// A server's SQLite statements (`SQLiteStatements`): reads on read-only connections of their own, one statement
 /// each, on the calling thread.
-struct SQLiteReadersTests {
+struct SQLiteStatementsTests {
     @Test func valuesComeBackAsThePoolReadsThem() async throws {
         let (db, dir) = try CallingThreadTests.make()
         defer { try? FileManager.default.removeItem(atPath: dir) }
