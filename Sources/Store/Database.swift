@@ -98,6 +98,11 @@ public final class Database: Sendable {
         dialect = Dialect(backend: .postgres)
     }
 
+    deinit {
+        // Our read-only connections close before GRDB's writer: the last to close checkpoints the WAL.
+        readers?.closeIdle()
+    }
+
     /// The SQLite pool, for the few SQLite-only maintenance steps (`VACUUM`) and tests.
     public var sqlitePool: DatabasePool? {
         if case .sqlite(let pool, _) = engine { return pool }

@@ -59,6 +59,16 @@ final class SQLiteReaders: Sendable {
         _ = extra  // closed here, outside the lock, when the last reference goes
     }
 
+    /// Closes the idle connections (`Database`'s deinit: before the pool's writer, so that the
+    /// last connection to close checkpoints the WAL and removes its files, as GRDB's pool does).
+    func closeIdle() {
+        let closing = idle.withLock { list in
+            defer { list.removeAll() }
+            return list
+        }
+        _ = closing
+    }
+
     /// The connections idle now (tests).
     var idleCount: Int { idle.withLock { $0.count } }
 
@@ -132,10 +142,18 @@ final class SQLiteStatements: @unchecked Sendable {
         if let s = prepared[sql] { return s }
         if prepared.count >= Self.maxStatements { finalizeAll() }
         var s: OpaquePointer?
-        let rc = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &s, nil)
+        var tail: UnsafePointer<CChar>?
+        let rc = sql.withCString { text in
+            let rc = sqlite3_prepare_v3(handle, text, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &s, &tail)
+            // One statement per text, as GRDB required: what follows it (but blanks and a
+            // semicolon) would be skipped without a word.
+            if rc == SQLITE_OK, let tail, !String(cString: tail).allSatisfy({ $0.isWhitespace || $0 == ";" }) { return SQLITE_MISUSE }
+            return rc
+        }
         guard rc == SQLITE_OK, let s else {
             if let s { sqlite3_finalize(s) }
-            throw DatabaseError(resultCode: ResultCode(rawValue: rc))
+            // An empty text prepares to no statement: a misuse, not "error 0".
+            throw DatabaseError(resultCode: ResultCode(rawValue: rc == SQLITE_OK ? SQLITE_MISUSE : rc))
         }
         prepared[sql] = s
         return s
@@ -149,6 +167,8 @@ final class SQLiteStatements: @unchecked Sendable {
             sqlite3_reset(s)
             sqlite3_clear_bindings(s)
         }
+        // As many values as placeholders, as GRDB required: a missing one would bind NULL.
+        guard sqlite3_bind_parameter_count(s) == Int32(values.count) else { throw DatabaseError(resultCode: .SQLITE_MISUSE) }
         for (i, v) in values.enumerated() {
             let index = Int32(i + 1)
             let rc: Int32
@@ -160,17 +180,19 @@ final class SQLiteStatements: @unchecked Sendable {
                 rc = t.withUTF8 { u in
                     // A NULL pointer would bind NULL: an empty text points at a byte of its own.
                     guard let base = u.baseAddress, u.count > 0 else { return sqlite3_bind_text(s, index, "", 0, Self.transient) }
-                    return sqlite3_bind_text(s, index, UnsafeRawPointer(base).assumingMemoryBound(to: CChar.self), Int32(u.count), Self.transient)
+                    return sqlite3_bind_text64(
+                        s, index, UnsafeRawPointer(base).assumingMemoryBound(to: CChar.self), sqlite3_uint64(u.count), Self.transient, UInt8(SQLITE_UTF8))
                 }
             }
             guard rc == SQLITE_OK else { throw DatabaseError(resultCode: ResultCode(rawValue: rc)) }
         }
-        let columns = sqlite3_column_count(s)
         var rows: [SQLRow] = []
         while true {
             let rc = sqlite3_step(s)
             if rc == SQLITE_DONE { return rows }
             guard rc == SQLITE_ROW else { throw DatabaseError(resultCode: ResultCode(rawValue: sqlite3_extended_errcode(handle))) }
+            // After the step: a statement SQLite prepared again (the schema changed) may have others.
+            let columns = sqlite3_column_count(s)
             var row: [SQLValue] = []
             row.reserveCapacity(Int(columns))
             for c in 0..<columns {

@@ -36,6 +36,15 @@ struct SQLiteStatementsTests {
         await #expect(throws: StoreError.self) { try await db.query("DELETE FROM t RETURNING v") }
         await #expect(throws: StoreError.self) { try await db.query("INSERT INTO t VALUES (2) RETURNING v") }
         await #expect(throws: StoreError.self) { try await db.query("SELECT nope FROM t") }
+        // One statement per text, and a value for each placeholder, as GRDB's statements required.
+        await #expect(throws: StoreError.self) { try await db.query("SELECT v FROM t; DELETE FROM t") }
+        await #expect(throws: StoreError.self) { try await db.query("SELECT v FROM t WHERE v = ? OR v = ?", [1]) }
+        await #expect(throws: StoreError.self) { try await db.query("SELECT v FROM t WHERE v = ?", [1, 2]) }
+        await #expect(throws: StoreError.self) { try await db.query("  ") }
+        #expect(try await db.query("SELECT v FROM t; ").count == 1)
+        await #expect(throws: StoreError.self) {
+            try await db.transaction { (t) throws(StoreError) in try await t.query("INSERT INTO t VALUES (?); DELETE FROM t", [5]) }
+        }
         #expect(try await db.query("SELECT v FROM t").map { try $0.int(0) } == [1])
     }
 
@@ -48,10 +57,11 @@ struct SQLiteStatementsTests {
             try await db.write("INSERT INTO t VALUES (?)", [i])
             #expect(try await db.query("SELECT count(*), max(v) FROM t").first.map { [try $0.int(0), try $0.int(1)] } == [i, i])
         }
-        // A table made after the connections cached their statements: its reads are prepared anew.
-        try await db.write("CREATE TABLE u (w TEXT)")
-        try await db.write("INSERT INTO u VALUES ('x')")
-        #expect(try await db.query("SELECT w FROM u").first?.string(0) == "x")
+        // The schema changes after a statement was prepared: SQLite prepares it again, with the new columns.
+        let all = "SELECT * FROM t ORDER BY v LIMIT 1"
+        #expect(try await db.query(all).first?.values.count == 1)
+        try await db.write("ALTER TABLE t ADD COLUMN w TEXT NOT NULL DEFAULT 'x'")
+        #expect(try await db.query(all).first == SQLRow([.int(1), .text("x")]))
     }
 
     /// Reads from many tasks at once each get a connection of their own; idle ones beyond
@@ -117,7 +127,23 @@ struct SQLiteStatementsTests {
         #expect(rows == [SQLRow([.text("secret-ish key"), .int(41), .null]), SQLRow([.text(""), .int(Int64.min), .int(1)])])
         #expect(try await db.query("SELECT count(*) FROM t").first?.int(0) == 2)
         let expanded = try await db.sqlitePool!.writeWithoutTransaction { _ in db.writerStatements!.expanded(insert) }
-        #expect(expanded != nil && expanded?.contains("secret-ish") == false, "\(expanded ?? "nil")")
+        #expect(expanded == insert.replacingOccurrences(of: "?", with: "NULL"), "\(expanded ?? "nil")")
+    }
+
+    /// A store's last connection to close checkpoints the WAL and removes it: the read-only
+    /// connections close before GRDB's writer.
+    @Test func closingTheStoreRemovesTheWAL() async throws {
+        let dir = NSTemporaryDirectory() + "vault-calling-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        do {
+            let db = try Database(sqlitePath: dir + "/t.sqlite", onCallingThread: true)
+            try await db.write("CREATE TABLE t (v INTEGER)")
+            try await db.write("INSERT INTO t VALUES (1)")
+            #expect(try await db.query("SELECT v FROM t").count == 1)
+            #expect(FileManager.default.fileExists(atPath: dir + "/t.sqlite-wal"))
+        }
+        #expect(!FileManager.default.fileExists(atPath: dir + "/t.sqlite-wal"))
     }
 
     /// A read-only connection keeps its sorts in memory as every connection of the store does.
