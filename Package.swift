@@ -105,7 +105,7 @@ let package = Package(
             dependencies: [
                 "VaultCrypto",
                 .product(name: "GRDB", package: "GRDB.swift"),
-                // SQLite's C API, for a server's read-only connections (`SQLiteReaders`) only.
+                // SQLite's C API, for a server's own statements only (Sources/Store/SQLiteStatements.swift).
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -55,7 +55,7 @@ extension Database {
         var result: Result<T, StoreError>
         do throws(StoreError) {
             if !first { try Self.onWriter(pool, "SAVEPOINT vault_member") }
-            let value = try await body(Transaction(connection: .sqlite(pool, onCallingThread: true, writer: writerStatements), dialect: dialect))
+            let value = try await body(Transaction(connection: .sqlite(pool, writer: writerStatements), dialect: dialect))
             if !first { try Self.onWriter(pool, "RELEASE vault_member") }
             result = .success(value)
         } catch {

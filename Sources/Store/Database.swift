@@ -207,7 +207,7 @@ public final class Database: Sendable {
             defer { lock.release() }
             try await Self.sqlite { try await pool.writeWithoutTransaction { db in try db.execute(sql: "BEGIN IMMEDIATE") } }
             do {
-                let value = try await body(Transaction(connection: .sqlite(pool, onCallingThread: onCallingThread, writer: writerStatements), dialect: dialect))
+                let value = try await body(Transaction(connection: .sqlite(pool, writer: writerStatements), dialect: dialect))
                 try await Self.sqlite { try await pool.writeWithoutTransaction { db in try db.execute(sql: "COMMIT") } }
                 return value
             } catch {
@@ -397,7 +397,8 @@ public final class Database: Sendable {
 /// A transaction in progress (`Database.transaction`): its statements run in order, atomically.
 public struct Transaction: Sendable {
     enum Connection: @unchecked Sendable {
-        case sqlite(DatabasePool, onCallingThread: Bool, writer: WriterStatements?)
+        /// `writer`: a server's store (`Database.onCallingThread`); nil for tools and tests.
+        case sqlite(DatabasePool, writer: WriterStatements?)
         case postgres(PostgresConnection, Logger, PostgresStatements?)
     }
 
@@ -409,14 +410,12 @@ public struct Transaction: Sendable {
     public func query(_ sql: String, _ arguments: [any SQLBindable] = []) async throws(StoreError) -> [SQLRow] {
         let values = arguments.map(\.sqlValue)
         switch connection {
-        case .sqlite(let pool, let onCallingThread, let writer):
+        case .sqlite(let pool, let writer):
             // The transaction holds the write lock already (BEGIN IMMEDIATE), so a statement waits
-            // for nothing: on the calling thread when asked (`Database.onCallingThread`). Its
-            // COMMIT, which waits for the disk, is always handed to the writer's queue.
+            // for nothing: a server's store (`Database.onCallingThread`, which has `writer`) runs it
+            // on the calling thread from the writer's prepared statements. Its COMMIT, which waits
+            // for the disk, is always handed to the writer's queue.
             if let writer { return try await Database.sqlite { try pool.writeWithoutTransaction { db in try writer.run(db, sql, values) } } }
-            if onCallingThread {
-                return try await Database.sqlite { try pool.writeWithoutTransaction { db in try Database.run(db, sql, values) } }
-            }
             return try await Database.sqlite { try await pool.writeWithoutTransaction { db in try Database.run(db, sql, values) } }
         case .postgres(let c, let logger, let statements):
             return try await Database.postgres { try await Database.run(c, logger, statements, sql, values) }

@@ -116,6 +116,18 @@ import Testing
         }
     }
 
+    /// SQLite's C API is used in one file of the store layer (a server's own statements,
+    /// `SQLiteStatements`); everything else reaches SQLite through GRDB and `Database`.
+    @Test func onlyTheStoresStatementRunnersImportSQLitesCAPI() {
+        for (path, text) in swiftFiles(under: "Sources") where text.contains("import GRDBSQLite") {
+            #expect(path == "Sources/Store/SQLiteStatements.swift", "\(path) imports GRDBSQLite")
+        }
+        for (path, text) in swiftFiles(under: "Sources") where text.contains("sqlite3_") && path != "Sources/Store/SQLiteStatements.swift" {
+            let calls = text.split(separator: "\n").filter { $0.contains("sqlite3_") && !$0.trimmingCharacters(in: .whitespaces).hasPrefix("//") }
+            #expect(calls.isEmpty, "\(path) calls SQLite's C API")
+        }
+    }
+
     @Test func onlyVaultOpenAsksForTheOpeningSPIAndOnlySecretKeyCallsSealOpen() {
         for (path, text) in swiftFiles(under: "Sources") {
             if text.split(separator: "\n").contains(where: { $0.hasPrefix("@_spi(Opening) import") }) {
