@@ -39,7 +39,13 @@ extension Database {
         let group = self.group
         if !group.open {
             do throws(StoreError) {
-                try await Self.sqlite { try await pool.writeWithoutTransaction { db in try db.execute(sql: "BEGIN IMMEDIATE") } }
+                // On this thread when the write lock is free (no hop to GRDB's writer queue and
+                // back); when another process holds it, on the writer's queue, which waits for it
+                // up to the busy timeout without holding up this thread.
+                let begun = try await Self.sqlite { try pool.writeWithoutTransaction { db in try WriterStatements.beginWithoutWaiting(db, timeout: Self.busyTimeout) } }
+                if !begun {
+                    try await Self.sqlite { try await pool.writeWithoutTransaction { db in try db.execute(sql: "BEGIN IMMEDIATE") } }
+                }
             } catch {
                 lock.release()
                 throw error

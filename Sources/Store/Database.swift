@@ -48,6 +48,9 @@ public final class Database: Sendable {
     /// (`WriterStatements`), instead of GRDB's statement and row objects.
     let writerStatements: WriterStatements?
 
+    /// How long a SQLite connection waits for another process's write lock (SQLITE_BUSY after).
+    static let busyTimeout: TimeInterval = 10
+
     /// Opens (creating if needed) the SQLite file at `path`. Migrate with `migrate()`.
     /// `onCallingThread`: see the property.
     /// - Throws: `STORE_UNAVAILABLE`.
@@ -59,7 +62,7 @@ public final class Database: Sendable {
         var config = Configuration()
         // Another process may write the same file (`vault rewrap` during key rotation, a gateway
         // whose ledger is here): wait for its short transactions instead of failing with SQLITE_BUSY.
-        config.busyMode = .timeout(10)
+        config.busyMode = .timeout(Self.busyTimeout)
         // Transactions span several statements, each run on the writer connection in turn
         // (under `AsyncLock`): GRDB must not treat an open transaction between them as an error.
         config.allowsUnsafeTransactions = true

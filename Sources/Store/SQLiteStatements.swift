@@ -98,7 +98,7 @@ final class SQLiteReaders: Sendable {
                 throw DatabaseError(resultCode: ResultCode(rawValue: rc))
             }
             sqlite3_extended_result_codes(h, 1)
-            sqlite3_busy_timeout(h, 10_000)
+            sqlite3_busy_timeout(h, Int32(Database.busyTimeout * 1000))
             let pragma = sqlite3_exec(h, "PRAGMA temp_store = MEMORY", nil, nil, nil)
             guard pragma == SQLITE_OK else {
                 sqlite3_close_v2(h)
@@ -230,6 +230,21 @@ final class WriterStatements: @unchecked Sendable {
         guard let handle = db.sqliteConnection else { throw DatabaseError(resultCode: .SQLITE_MISUSE) }
         if statements?.handle != handle { statements = SQLiteStatements(handle: handle) }
         return try statements!.run(sql, values)
+    }
+
+    /// `BEGIN IMMEDIATE` on the writer connection `db` without waiting: false when another
+    /// connection (another process) holds the write lock, SQLITE_BUSY, instead of sleeping in
+    /// the busy handler; the connection's busy timeout (`timeout`) is put back either way.
+    static func beginWithoutWaiting(_ db: GRDB.Database, timeout: Double) throws -> Bool {
+        guard let handle = db.sqliteConnection else { throw DatabaseError(resultCode: .SQLITE_MISUSE) }
+        sqlite3_busy_timeout(handle, 0)
+        defer { sqlite3_busy_timeout(handle, Int32(timeout * 1000)) }
+        do {
+            try db.execute(sql: "BEGIN IMMEDIATE")
+            return true
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY {
+            return false
+        }
     }
 
     /// `sqlite3_expanded_sql` of `sql`'s prepared statement, if prepared (tests; call on the writer).

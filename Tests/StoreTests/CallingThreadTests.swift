@@ -105,6 +105,37 @@ struct CommitGroupTests {
         #expect(commits >= 1 && commits < 60, "\(commits) commits for 60 transactions")
     }
 
+    /// BEGIN IMMEDIATE runs on the calling thread without waiting; while another connection
+    /// (another process) holds the write lock, the transaction waits for it on GRDB's writer
+    /// queue, as long as the busy timeout, instead of failing with SQLITE_BUSY.
+    @Test func aTransactionWaitsForAnotherConnectionsWriteLock() async throws {
+        let (db, dir) = try CallingThreadTests.make()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let other = try Database(sqlitePath: dir + "/t.sqlite")
+        try await db.write("CREATE TABLE t (v INTEGER NOT NULL)")
+        let otherWriter = try #require(other.sqlitePool)
+        try await otherWriter.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
+        let done = Atomic<Bool>(false)
+        let task = Task {
+            _ = try await db.transaction { (t) throws(StoreError) in try await t.query("INSERT INTO t (v) VALUES (?)", [1]) }
+            done.store(true, ordering: .sequentiallyConsistent)
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        let early = done.load(ordering: .sequentiallyConsistent)
+        #expect(!early, "the transaction went on while another connection held the write lock")
+        try await otherWriter.writeWithoutTransaction {
+            try $0.execute(sql: "INSERT INTO t (v) VALUES (2)")
+            try $0.execute(sql: "COMMIT")
+        }
+        try await task.value
+        #expect(try await db.query("SELECT v FROM t ORDER BY v").map { try $0.int(0) } == [1, 2])
+        // The writer's busy timeout is the store's again, and the next transaction begins at once.
+        let timeout = try await db.sqlitePool!.writeWithoutTransaction { try Int.fetchOne($0, sql: "PRAGMA busy_timeout") }
+        #expect(timeout == Int(Database.busyTimeout * 1000))
+        _ = try await db.transaction { (t) throws(StoreError) in try await t.query("INSERT INTO t (v) VALUES (?)", [3]) }
+        #expect(try await other.query("SELECT count(*) FROM t").first?.int(0) == 3)
+    }
+
     @Test func writesAndBatchesJoinTheGroup() async throws {
         let (db, dir) = try CallingThreadTests.make()
         defer { try? FileManager.default.removeItem(atPath: dir) }
