@@ -36,9 +36,13 @@ public struct SidecarCommand: AsyncParsableCommand {
             http://vault/v1/tokens
         """
 
-    /// First thing in `main`, before any task runs: Swift's tasks on NIO's event loops
+    /// First thing in `main`, before any task runs: the number of event loops
+    /// (`SocketServer.chooseEventLoops`), and Swift's tasks on them
     /// (`SocketServer.runTasksOnEventLoops`).
-    public static func prepareExecutor() { SocketServer.runTasksOnEventLoops() }
+    public static func prepareExecutor() {
+        SocketServer.chooseEventLoops()
+        SocketServer.runTasksOnEventLoops()
+    }
 
     @OptionGroup var file: ConfigOption<SidecarSettings>
     @OptionGroup var socket: SocketOptions<SidecarSettings>

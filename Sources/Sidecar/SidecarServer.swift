@@ -167,7 +167,7 @@ public struct SidecarServer: Sendable {
             logger.notice("vault sidecar listening", metadata: [
                 "version": "\(VaultVersion.string)", "socket": "\(socketPath)", "store": "\(storeSummary)", "gateway": "\(gateway)",
                 "primary_kid": "\(keys.primary.kid)", "kids": "\(keys.sealing.statuses.count)", "webhook": "\(webhookSummary)",
-                "velocity_rules": "\(velocity?.rules.count ?? 0)", "tasks_on_event_loops": "\(onLoops) (\(SocketServer.takeover))",
+                "velocity_rules": "\(velocity?.rules.count ?? 0)", "tasks_on_event_loops": "\(onLoops) (\(SocketServer.takeover))", "event_loops": "\(SocketServer.eventLoops)",
             ])
         }
         logger.notice("vault sidecar stopped")

@@ -12,7 +12,7 @@ import Testing
 
     /// Runs `vault serve` with standard error in a file (optionally named by `JOURNAL_STREAM`, as
     /// systemd does), makes a few requests, stops it and answers its log and the request ids.
-    func serve(_ extra: [String], journal: Bool) throws -> (log: String, notFoundID: String, tokenizeID: String) {
+    func serve(_ extra: [String], journal: Bool, eventLoops: String? = nil) throws -> (log: String, notFoundID: String, tokenizeID: String) {
         let s = try ServeCLITests.Sidecar()
         defer { s.remove() }
         let logPath = s.dir + "/stderr.log"
@@ -20,6 +20,7 @@ import Testing
         let logFile = try #require(FileHandle(forWritingAtPath: logPath))
         var environment = ProcessInfo.processInfo.environment
         environment.removeValue(forKey: "JOURNAL_STREAM")
+        environment["VAULT_EVENT_LOOPS"] = eventLoops
         if journal {
             var st = stat()
             #expect(fstat(logFile.fileDescriptor, &st) == 0)
@@ -81,7 +82,7 @@ import Testing
     }
 
     @Test func textLinesWithoutTheJournal() throws {
-        let (log, notFoundID, _) = try serve([], journal: false)
+        let (log, notFoundID, _) = try serve([], journal: false, eventLoops: "3")
         #expect(!containsPAN(log))
         for line in log.split(separator: "\n") {
             let first = try #require(line.split(separator: " ").first)
@@ -94,6 +95,8 @@ import Testing
         // The real binary runs its handlers on NIO's event loops (SocketServer.runTasksOnEventLoops).
         let start = try #require(log.split(separator: "\n").first { $0.contains("vault sidecar listening") })
         #expect(start.contains("tasks_on_event_loops=true"), "\(start)")
+        // VAULT_EVENT_LOOPS sets the number of event loops (SocketServer.chooseEventLoops).
+        #expect(start.contains("event_loops=3"), "\(start)")
     }
 
     @Test func anUnknownFormatIsAConfigurationError() throws {
