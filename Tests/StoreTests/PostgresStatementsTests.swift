@@ -154,3 +154,23 @@ struct PostgresStatementsTests {
         #expect(try names.map { (r) throws(StoreError) in try r.string(0) }.contains { $0.hasSuffix("_r1") })
     }
 }
+
+/// Which statements `PostgresStatements` names (no server needed).
+struct PreparableStatementTests {
+    @Test("which statements are named: by their first word, never with a list of parameters")
+    func whichStatementsArePrepared() {
+        for text in ["SELECT 1", "  select a FROM t WHERE b = $1", "INSERT INTO t VALUES ($1)", "update t SET a = $1", "DELETE FROM t", "WITH x AS (SELECT 1) SELECT * FROM x",
+                     "(SELECT a FROM t WHERE k = $1) UNION ALL (SELECT a FROM t WHERE k = $2)", "SELECT a FROM t WHERE b IN (SELECT c FROM u WHERE d = $1)"] {
+            #expect(PostgresStatements.preparable(text), "\(text)")
+        }
+        for text in ["SELECT a FROM t WHERE b IN ($1, $2)", "DELETE FROM t WHERE a IN ($1)", "BEGIN", "COMMIT", "CREATE TABLE t (a INT)", "", "IN ($", "SET x = 1"] {
+            #expect(!PostgresStatements.preparable(text), "\(text)")
+        }
+        #expect(PostgresStatements.hasParameterList("IN ($"))
+        #expect(PostgresStatements.hasParameterList("x IN ($1)"))
+        #expect(!PostgresStatements.hasParameterList("IN (SELECT"))
+        #expect(!PostgresStatements.hasParameterList("IN ("))
+        #expect(!PostgresStatements.hasParameterList("in ($1)"))
+        #expect(PostgresStatements.hasParameterList(String("SELECT é WHERE a IN ($1)".dropFirst(0))))
+    }
+}
