@@ -53,8 +53,8 @@ public enum SocketServer {
     /// anything uses NIO: the group is made once. The core left is the one a request's other
     /// threads run on: the store's writer (its COMMIT waits for the disk there), the gateway's
     /// fingerprint calls, and on a small box the gateway and the application. Issue 16 measured on
-    /// 2 cores, against one loop per core: tokenize at c=8 +12 %, with 20 % less sidecar CPU per
-    /// token (fewer wake-ups across cores), p99 under 5 ms; c=64 +5 %; payments +4 %.
+    /// 2 cores, against one loop per core: tokenize at c=8 +12 %, with a fifth less sidecar CPU
+    /// per token (fewer wake-ups across cores); c=64 +10 % (docs/benchmarks.md).
     @discardableResult
     public static func chooseEventLoops() -> Int {
         // NIO's own variable, when set, is the operator's choice: NIO reads it itself.
