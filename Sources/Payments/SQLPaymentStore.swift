@@ -50,6 +50,20 @@ public final class SQLPaymentStore: PaymentStore, SessionStore {
         return .existing(existing)
     }
 
+    /// `finish` consuming a token on PostgreSQL, in one statement: the update's values, then the
+    /// token and the payment id.
+    static let finishConsumingSQL = """
+        WITH changed AS (
+            UPDATE vault_payments SET status = ?, code = ?, reference = ?, next_action = ?, reason = NULL, updated_at = ?
+            WHERE id = ? AND status IN ('processing', 'requires_action', 'unknown') RETURNING id, status),
+        consumed AS (
+            DELETE FROM vault_tokens WHERE token = ? AND (
+                EXISTS (SELECT 1 FROM changed WHERE status IN ('succeeded', 'requires_capture'))
+                OR EXISTS (SELECT 1 FROM vault_payments WHERE id = ? AND status IN ('succeeded', 'requires_capture')))
+            RETURNING token)
+        SELECT id FROM changed
+        """
+
     public func finish(
         _ id: String, status: PaymentRecord.Status, code: String?, reference: String?, nextAction: String?, now: Date, consuming token: String?
     ) async throws(StoreError) -> Bool {
@@ -59,6 +73,15 @@ public final class SQLPaymentStore: PaymentStore, SessionStore {
             """
         let values: [any SQLBindable] = [status.rawValue, code, reference, nextAction, now, id]
         guard let token else { return try await !db.write(update, values).isEmpty }
+        if db.dialect.backend == .postgres {
+            // One statement (one round trip, no BEGIN and COMMIT of their own) instead of the
+            // transaction below: its sub-statements see the rows as they were before it, so the
+            // token goes when the update made the payment succeeded or authorized, or when it
+            // already stood so. The DELETE reads the UPDATE's rows, which runs it first, and the
+            // triggers' events (the payment's, then the token's) come at the statement's end in
+            // that order.
+            return try await !db.write(Self.finishConsumingSQL, values + [token, id]).isEmpty
+        }
         return try await db.transaction { (tx) throws(StoreError) -> Bool in
             let changed = try await !tx.query(update, values).isEmpty
             // Consumed when the payment stands succeeded (or authorized), whether this answer or

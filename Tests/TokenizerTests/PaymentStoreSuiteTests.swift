@@ -55,7 +55,11 @@ import VaultCrypto
         #expect(try await store.begin(p) == .created)
         #expect(try await store.finish(p.id, status: .succeeded, code: nil, reference: "sbx_1", nextAction: nil, now: Date(), consuming: token.token))
         #expect(try await h.store.get(token.token, now: Date()) == nil)
-        #expect(try await EventOutboxTests.events(h.db).map(\.type).contains("token.deleted"))
+        let types = try await EventOutboxTests.events(h.db).map(\.type)
+        // The payment's event, then the token's (on PostgreSQL both come from one statement).
+        let succeeded = try #require(types.firstIndex(of: "payment.succeeded"), "\(types)")
+        let deleted = try #require(types.firstIndex(of: "token.deleted"), "\(types)")
+        #expect(succeeded < deleted, "\(types)")
 
         // Already final: the outcome is not changed, the token is consumed all the same.
         let other = record(try sampleEnvelope())
@@ -67,6 +71,15 @@ import VaultCrypto
         #expect(try await store.finish(q.id, status: .succeeded, code: nil, reference: "sbx_3", nextAction: nil, now: Date(), consuming: other.token) == false)
         #expect(try await h.store.get(other.token, now: Date()) == nil)
         #expect(try await store.get(q.id)?.reference == "sbx_2")
+
+        // A decline leaves the token: it may pay again.
+        let kept = record(try sampleEnvelope())
+        try await h.store.insert(kept)
+        let d = Self.intent(token: kept.token)
+        #expect(try await store.begin(d) == .created)
+        #expect(try await store.finish(d.id, status: .declined, code: "card_declined", reference: nil, nextAction: nil, now: Date(), consuming: kept.token))
+        #expect(try await h.store.get(kept.token, now: Date()) != nil)
+        #expect(try await store.get(d.id)?.status == .declined)
     }
 
     /// Keys are unique per scope only (issue: one global key space let a peer see, block or
