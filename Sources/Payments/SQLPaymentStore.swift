@@ -50,6 +50,10 @@ public final class SQLPaymentStore: PaymentStore, SessionStore {
         return .existing(existing)
     }
 
+    /// Deletes the token (the first value) when the payment (the second) stands succeeded or authorized.
+    static let consumeSQL =
+        "DELETE FROM vault_tokens WHERE token = ? AND EXISTS (SELECT 1 FROM vault_payments WHERE id = ? AND status IN ('succeeded', 'requires_capture'))"
+
     /// `finish` consuming a token on PostgreSQL, in one statement: the update's values, then the
     /// token and the payment id.
     static let finishConsumingSQL = """
@@ -80,15 +84,19 @@ public final class SQLPaymentStore: PaymentStore, SessionStore {
             // already stood so. The DELETE reads the UPDATE's rows, which runs it first, and the
             // triggers' events (the payment's, then the token's) come at the statement's end in
             // that order.
-            return try await !db.write(Self.finishConsumingSQL, values + [token, id]).isEmpty
+            if try await !db.write(Self.finishConsumingSQL, values + [token, id]).isEmpty { return true }
+            // Not changed here: the payment was final already, or another transaction made it so
+            // after this statement's snapshot (`vault payments settle`), which the snapshot's read
+            // would not see. A statement of its own, with a fresh snapshot, consumes the token if
+            // the payment stands succeeded or authorized now.
+            try await db.write(Self.consumeSQL, [token, id])
+            return false
         }
         return try await db.transaction { (tx) throws(StoreError) -> Bool in
             let changed = try await !tx.query(update, values).isEmpty
             // Consumed when the payment stands succeeded (or authorized), whether this answer or
             // an earlier one settled it; not when it was settled otherwise.
-            try await tx.query(
-                "DELETE FROM vault_tokens WHERE token = ? AND EXISTS (SELECT 1 FROM vault_payments WHERE id = ? AND status IN ('succeeded', 'requires_capture'))",
-                [token, id])
+            try await tx.query(Self.consumeSQL, [token, id])
             return changed
         }
     }

@@ -115,19 +115,26 @@ struct CommitGroupTests {
         try await db.write("CREATE TABLE t (v INTEGER NOT NULL)")
         let otherWriter = try #require(other.sqlitePool)
         try await otherWriter.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
-        let done = Atomic<Bool>(false)
+        let done = Atomic<Bool>(false), doneWhileHeld = Atomic<Bool>(false)
+        // The other connection lets go from a thread of its own after 300 ms (a busy test run
+        // cannot hold it back behind the task pool for the busy timeout), noting first whether
+        // the transaction had gone on while it held the lock.
+        let releaser = Thread {
+            Thread.sleep(forTimeInterval: 0.3)
+            doneWhileHeld.store(done.load(ordering: .sequentiallyConsistent), ordering: .sequentiallyConsistent)
+            try? otherWriter.writeWithoutTransaction {
+                try $0.execute(sql: "INSERT INTO t (v) VALUES (2)")
+                try $0.execute(sql: "COMMIT")
+            }
+        }
         let task = Task {
             _ = try await db.transaction { (t) throws(StoreError) in try await t.query("INSERT INTO t (v) VALUES (?)", [1]) }
             done.store(true, ordering: .sequentiallyConsistent)
         }
-        try await Task.sleep(for: .milliseconds(300))
-        let early = done.load(ordering: .sequentiallyConsistent)
-        #expect(!early, "the transaction went on while another connection held the write lock")
-        try await otherWriter.writeWithoutTransaction {
-            try $0.execute(sql: "INSERT INTO t (v) VALUES (2)")
-            try $0.execute(sql: "COMMIT")
-        }
+        releaser.start()
         try await task.value
+        let early = doneWhileHeld.load(ordering: .sequentiallyConsistent)
+        #expect(!early, "the transaction went on while another connection held the write lock")
         #expect(try await db.query("SELECT v FROM t ORDER BY v").map { try $0.int(0) } == [1, 2])
         // The writer's busy timeout is the store's again, and the next transaction begins at once.
         let timeout = try await db.sqlitePool!.writeWithoutTransaction { try Int.fetchOne($0, sql: "PRAGMA busy_timeout") }

@@ -21,6 +21,7 @@ import Testing
         var environment = ProcessInfo.processInfo.environment
         environment.removeValue(forKey: "JOURNAL_STREAM")
         environment["VAULT_EVENT_LOOPS"] = eventLoops
+        environment.removeValue(forKey: "NIO_SINGLETON_GROUP_LOOP_COUNT")
         if journal {
             var st = stat()
             #expect(fstat(logFile.fileDescriptor, &st) == 0)
