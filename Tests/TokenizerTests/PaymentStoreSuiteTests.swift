@@ -82,6 +82,47 @@ import VaultCrypto
         #expect(try await store.get(d.id)?.status == .declined)
     }
 
+    /// The race a review found in the one-statement outcome (PostgreSQL, issue 16): another
+    /// transaction (`vault payments settle`) holds the payment's row and makes it succeeded while
+    /// the outcome statement waits for that row. The statement's UPDATE then changes nothing, and
+    /// its snapshot (taken before the other commit) still shows the payment processing, so the
+    /// statement alone would leave the single-use token alive. The token must be consumed all the
+    /// same, and the hand-settled outcome kept. SQLite has one writer: no such interleaving.
+    @Test(arguments: Backend.available.filter { $0 == .postgres })
+    func aPaymentSettledByAnotherTransactionMeanwhileStillConsumesItsToken(_ backend: Backend) async throws {
+        let h = try await backend.make()
+        defer { Task { await h.cleanup() } }
+        let store = try await h.payments()
+        let token = record(try sampleEnvelope())
+        try await h.store.insert(token)
+        let p = Self.intent(token: token.token)
+        #expect(try await store.begin(p) == .created)
+        let db = h.db
+        let (outcome, waited) = try await db.transaction { (tx) throws(StoreError) in
+            // The settle's UPDATE takes the row's lock; its COMMIT comes when this body returns.
+            let settled = try await tx.query(
+                "UPDATE vault_payments SET status = 'succeeded', reference = 'by_hand' WHERE id = ? AND status = 'processing' RETURNING id", [p.id])
+            #expect(settled.count == 1)
+            let outcome = Task {
+                try await store.finish(p.id, status: .succeeded, code: nil, reference: "sbx_late", nextAction: nil, now: Date(), consuming: token.token)
+            }
+            // Until the outcome statement is seen waiting for the row's lock (at most 10 s).
+            var waited = false
+            for _ in 0..<1000 {
+                let blocked = try await db.query(
+                    "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'WITH changed AS%'")
+                if !blocked.isEmpty { waited = true; break }
+                try? await Task.sleep(for: .milliseconds(10))
+            }
+            return (outcome, waited)
+        }
+        #expect(waited, "the outcome statement never waited for the settle's row lock")
+        #expect(try await outcome.value == false)
+        #expect(try await h.store.get(token.token, now: Date()) == nil, "the single-use token of a succeeded payment is still there")
+        let got = try #require(try await store.get(p.id))
+        #expect(got.status == .succeeded && got.reference == "by_hand")
+    }
+
     /// Keys are unique per scope only (issue: one global key space let a peer see, block or
     /// claim another's key): the same key in two scopes makes two payments, and a lookup never
     /// crosses scopes.
