@@ -59,6 +59,9 @@ public struct SidecarCommand: AsyncParsableCommand {
 
     public func run() async throws {
         do {
+            if SocketServer.eventLoopSettingIsRefused {
+                throw VaultError(.configInvalid, SocketServer.eventLoopSettingRule)
+            }
             let (config, log, _) = try SidecarServer.Configuration.resolve(options, file: try ConfigFile.named(options.file.config))
             let logger = log.logger("vault.sidecar")
             try await SidecarServer(configuration: config, logger: logger).run()

@@ -57,19 +57,38 @@ public enum SocketServer {
     /// per token (fewer wake-ups across cores); c=64 +10 % (docs/benchmarks.md).
     @discardableResult
     public static func chooseEventLoops() -> Int {
+        let environment = Self.environment()
+        eventLoopSettingRefused.store(eventLoopSettingProblem(environment: environment) != nil, ordering: .relaxed)
         // NIO's own variable, when set, is the operator's choice: NIO reads it itself.
         if getenv("NIO_SINGLETON_GROUP_LOOP_COUNT") != nil { return NIOSingletons.groupLoopCountSuggestion }
-        let count = eventLoopCount(environment: Self.environment(), cores: System.coreCount)
+        let count = eventLoopCount(environment: environment, cores: System.coreCount)
         NIOSingletons.groupLoopCountSuggestion = count
         return count
     }
 
-    /// `chooseEventLoops`'s count: `VAULT_EVENT_LOOPS` when it is a whole number from 1 to 64
-    /// (anything else is ignored), else `cores - 1`, at least 1.
+    /// `chooseEventLoops`'s count: `VAULT_EVENT_LOOPS` when it is a whole number from 1 to 64,
+    /// else `cores - 1`, at least 1. Another value is refused (`eventLoopSettingProblem`): the
+    /// count is then only what the process runs with until it stops.
     public static func eventLoopCount(environment: [String: String], cores: Int) -> Int {
         if let text = environment["VAULT_EVENT_LOOPS"], let n = Int(text), (1...64).contains(n) { return n }
         return max(1, cores - 1)
     }
+
+    /// What is wrong with `VAULT_EVENT_LOOPS`: nil when it is unset, empty, or a whole number from
+    /// 1 to 64. The value itself is not repeated.
+    public static func eventLoopSettingProblem(environment: [String: String]) -> String? {
+        guard let text = environment["VAULT_EVENT_LOOPS"], !text.isEmpty else { return nil }
+        if let n = Int(text), (1...64).contains(n) { return nil }
+        return eventLoopSettingRule
+    }
+
+    /// The refusal's message.
+    public static let eventLoopSettingRule = "VAULT_EVENT_LOOPS must be a whole number from 1 to 64"
+
+    /// Whether `chooseEventLoops` found `VAULT_EVENT_LOOPS` set to a value it refuses: the
+    /// sidecar then stops at once with `CONFIG_INVALID` (`eventLoopSettingProblem`).
+    public static var eventLoopSettingIsRefused: Bool { eventLoopSettingRefused.load(ordering: .relaxed) }
+    private static let eventLoopSettingRefused = Atomic<Bool>(false)
 
     private static func environment() -> [String: String] {
         guard let v = getenv("VAULT_EVENT_LOOPS") else { return [:] }

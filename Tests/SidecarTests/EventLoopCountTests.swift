@@ -3,7 +3,8 @@ import Testing
 
 /// How many event loops a sidecar starts (`SocketServer.chooseEventLoops`): one fewer than the
 /// cores (the store's writer, the gateway's calls and a small box's gateway run on the one left),
-/// at least one, or `VAULT_EVENT_LOOPS` when it is a whole number from 1 to 64.
+/// at least one, or `VAULT_EVENT_LOOPS` when it is a whole number from 1 to 64 (any other value
+/// is refused).
 struct EventLoopCountTests {
     @Test func oneFewerThanTheCoresAtLeastOne() {
         #expect(SocketServer.eventLoopCount(environment: [:], cores: 1) == 1)
@@ -14,8 +15,19 @@ struct EventLoopCountTests {
     @Test func theEnvironmentChoosesFromOneTo64() {
         #expect(SocketServer.eventLoopCount(environment: ["VAULT_EVENT_LOOPS": "2"], cores: 2) == 2)
         #expect(SocketServer.eventLoopCount(environment: ["VAULT_EVENT_LOOPS": "64"], cores: 2) == 64)
-        for ignored in ["0", "65", "-1", "two", "", " 2"] {
-            #expect(SocketServer.eventLoopCount(environment: ["VAULT_EVENT_LOOPS": ignored], cores: 4) == 3, "\(ignored)")
+        #expect(SocketServer.eventLoopSettingProblem(environment: ["VAULT_EVENT_LOOPS": "64"]) == nil)
+        #expect(SocketServer.eventLoopSettingProblem(environment: [:]) == nil)
+        // Empty is unset.
+        #expect(SocketServer.eventLoopSettingProblem(environment: ["VAULT_EVENT_LOOPS": ""]) == nil)
+        #expect(SocketServer.eventLoopCount(environment: ["VAULT_EVENT_LOOPS": ""], cores: 4) == 3)
+    }
+
+    /// Any other value is refused (the sidecar stops with CONFIG_INVALID: LogCLITests), and the
+    /// message does not repeat it.
+    @Test func anotherValueIsRefused() {
+        for refused in ["0", "65", "-1", "two", " 2", "2 ", "1e1"] {
+            let problem = SocketServer.eventLoopSettingProblem(environment: ["VAULT_EVENT_LOOPS": refused])
+            #expect(problem == "VAULT_EVENT_LOOPS must be a whole number from 1 to 64", "\(refused)")
         }
     }
 }

@@ -100,6 +100,22 @@ import Testing
         #expect(start.contains("event_loops=3"), "\(start)")
     }
 
+    /// A `VAULT_EVENT_LOOPS` that is not a whole number from 1 to 64 stops the sidecar at once
+    /// with a coded error (exit 11), through `vault serve` as through its own executable.
+    @Test func anEventLoopCountOutOfRangeIsAConfigurationError() throws {
+        let dir = NSTemporaryDirectory() + "vault-eventloops-" + UUID().uuidString
+        defer { removeScratch(dir) }
+        for value in ["0", "65", "two"] {
+            var environment = ProcessInfo.processInfo.environment
+            environment["VAULT_EVENT_LOOPS"] = value
+            environment.removeValue(forKey: "NIO_SINGLETON_GROUP_LOOP_COUNT")
+            let r = try run(vaultBinary, ["serve", "--socket", dir + "/vault.sock", "--keys", dir, "--store", "sqlite:\(dir)/tokens.sqlite"], environment: environment)
+            #expect(r.status == 11, "\(value): \(r.stderr)")
+            #expect(r.stderr.contains("CONFIG_INVALID") && r.stderr.contains("VAULT_EVENT_LOOPS must be a whole number from 1 to 64"), "\(r.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: dir + "/vault.sock"))
+        }
+    }
+
     @Test func anUnknownFormatIsAConfigurationError() throws {
         let dir = NSTemporaryDirectory() + "vault-logformat-" + UUID().uuidString
         defer { removeScratch(dir) }
