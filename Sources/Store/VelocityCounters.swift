@@ -24,7 +24,8 @@ public struct VelocityCounters: Sendable {
     /// a read is a round trip, and not on SQLite, where it runs on the calling thread.
     public init(database: Database, coalesce: Bool? = nil) {
         db = database
-        reads = coalesce ?? (database.dialect.backend == .postgres) ? CoalescedReads(database: database) : nil
+        reads = coalesce ?? (database.dialect.backend == .postgres)
+            ? CoalescedReads { (since) throws(StoreError) in try await VelocityCounters.read(since, in: database) } : nil
     }
 
     /// Statements the coalesced reads have run so far (tests); nil when reads are not coalesced.
@@ -120,26 +121,35 @@ extension Migrations {
 /// overlap. A lone read goes at once (no timer). Being no older than an independent read would
 /// be, a coalesced one keeps the limiter's guarantee (docs/velocity.md).
 ///
-/// No task of its own (GroupCommit's pattern): the first caller to find nothing running leads,
-/// runs a batch (its own read first, with those queued behind it), answers the others, and hands
-/// the lead to the first read still queued. A failed statement fails every read of its batch.
+/// GroupCommit's pattern: the first caller to find nothing running leads, runs a batch (its own
+/// read first, with those queued behind it), answers the others, and hands the lead to the first
+/// read still queued. One statement is on the wire at a time: with the default rules a request
+/// reads one to three counters, so the reads queued behind a statement go in the next one. A
+/// failed statement fails every read of its batch. The statement runs in a task of its own, so a
+/// leading request that is cancelled (its client gone) does not fail the others' reads.
 final class CoalescedReads: @unchecked Sendable {
     typealias Buckets = [VelocityCounters.Counter: [(bucket: Int64, count: Int)]]
+    typealias Run = @Sendable ([VelocityCounters.Counter: Int64]) async throws(StoreError) -> Buckets
     enum Turn { case done(Result<Buckets, StoreError>), lead }
     typealias Waiter = CheckedContinuation<Turn, Never>
     /// At most this many counters in one statement (six binds each: it stays a prepared statement,
-    /// `PostgresStatements.maxParameters`), but always at least one whole read.
-    static let maxCounters = 20
+    /// `PostgresStatements.maxParameters`), but always at least one whole read (a read with more
+    /// goes alone).
+    static let maxCounters = 21
 
-    private let db: Database
+    private let run: Run
     private let lock = NSLock()
     private var queue: [(since: [VelocityCounters.Counter: Int64], waiter: Waiter)] = []
     private var reading = false
     private var ran = 0
 
-    init(database: Database) { db = database }
+    /// `run`: one statement for the merged counters (`VelocityCounters.read`; tests give their own).
+    init(_ run: @escaping Run) { self.run = run }
 
+    /// Statements run so far (tests).
     var statements: Int { lock.withLock { ran } }
+    /// Reads waiting for a statement (tests).
+    var queued: Int { lock.withLock { queue.count } }
 
     func read(_ since: [VelocityCounters.Counter: Int64]) async throws(StoreError) -> Buckets {
         let turn = await withCheckedContinuation { (waiter: Waiter) in
@@ -173,8 +183,10 @@ final class CoalescedReads: @unchecked Sendable {
             defer { queue.removeFirst(n) }
             return (Array(queue.prefix(n)), merged)
         }
-        let all: Result<Buckets, StoreError>
-        do throws(StoreError) { all = .success(try await VelocityCounters.read(merged, in: db)) } catch { all = .failure(error) }
+        let run = self.run
+        let all = await Task { () async -> Result<Buckets, StoreError> in
+            do throws(StoreError) { return .success(try await run(merged)) } catch { return .failure(error) }
+        }.value
         // The first waiter is the caller's own, already resumed (with the lead).
         for entry in batch.dropFirst() { entry.waiter.resume(returning: .done(all.map { Self.part($0, entry.since) })) }
         let next = lock.withLock {

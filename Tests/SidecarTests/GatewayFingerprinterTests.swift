@@ -46,9 +46,10 @@ struct GatewayFingerprinterTests {
 
         func release() { gate.signal() }
 
+        /// Stops accepting; the accepting thread closes the listener (its number is then never
+        /// reused by another test's socket while that thread could still accept on it).
         func stop() {
             shutdown(listener, Int32(SHUT_RDWR))
-            close(listener)
             unlink(path)
         }
 
@@ -61,7 +62,10 @@ struct GatewayFingerprinterTests {
         private func accept() {
             while true {
                 let fd = Glibc.accept(listener, nil, nil)
-                guard fd >= 0 else { return }
+                guard fd >= 0 else {
+                    close(listener)
+                    return
+                }
                 lock.withLock { _connections += 1 }
                 Thread.detachNewThread { [self] in serve(fd) }
             }

@@ -105,14 +105,19 @@ import Testing
     @Test func anEventLoopCountOutOfRangeIsAConfigurationError() throws {
         let dir = NSTemporaryDirectory() + "vault-eventloops-" + UUID().uuidString
         defer { removeScratch(dir) }
+        let sidecar = (vaultBinary as NSString).deletingLastPathComponent + "/vault-sidecar"
+        let options = ["--socket", dir + "/vault.sock", "--keys", dir, "--store", "sqlite:\(dir)/tokens.sqlite"]
         for value in ["0", "65", "two"] {
             var environment = ProcessInfo.processInfo.environment
             environment["VAULT_EVENT_LOOPS"] = value
             environment.removeValue(forKey: "NIO_SINGLETON_GROUP_LOOP_COUNT")
-            let r = try run(vaultBinary, ["serve", "--socket", dir + "/vault.sock", "--keys", dir, "--store", "sqlite:\(dir)/tokens.sqlite"], environment: environment)
-            #expect(r.status == 11, "\(value): \(r.stderr)")
-            #expect(r.stderr.contains("CONFIG_INVALID") && r.stderr.contains("VAULT_EVENT_LOOPS must be a whole number from 1 to 64"), "\(r.stderr)")
-            #expect(!FileManager.default.fileExists(atPath: dir + "/vault.sock"))
+            for (executable, arguments) in [(vaultBinary, ["serve"] + options), (sidecar, options)] {
+                let r = try run(executable, arguments, environment: environment)
+                #expect(r.status == 11, "\(value): \(r.stderr)")
+                #expect(r.stderr.contains("CONFIG_INVALID") && r.stderr.contains("VAULT_EVENT_LOOPS must be a whole number from 1 to 64"), "\(r.stderr)")
+                #expect(!r.stderr.contains("two") && !r.stderr.contains("65"), "the refused value is repeated: \(r.stderr)")
+                #expect(!FileManager.default.fileExists(atPath: dir + "/vault.sock"))
+            }
         }
     }
 
