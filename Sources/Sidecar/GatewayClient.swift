@@ -1,8 +1,9 @@
-import AsyncHTTPClient
 import Foundation
 import GatewayAPI
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
+import NIOHTTP1
 import NIOPosix
 import Tokenizer
 import VaultCrypto
@@ -80,16 +81,20 @@ public struct GatewayClient: Sendable {
 
     public init(socketPath: String) { self.socketPath = socketPath }
 
-    /// One client for the process: a short connect timeout tells "not reached" apart quickly, and
-    /// a failed connect fails its request at once instead of backing off: a local socket that
-    /// refuses is down (nothing was sent), and the next request must reach a restarted gateway
-    /// without waiting out a backoff grown during the outage.
-    static let http: HTTPClient = {
-        var configuration = HTTPClient.Configuration(timeout: .init(connect: .seconds(2), read: .seconds(30)))
-        configuration.connectionPool.retryConnectionEstablishment = false
-        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 16
-        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-    }()
+    /// One HTTP client per gateway socket for the process (`GatewayHTTP`): a short connect
+    /// timeout tells "not reached" apart quickly, and a failed connect fails its request at once
+    /// (a local socket that refuses is down: nothing was sent), so the next request reaches a
+    /// restarted gateway without waiting out a backoff.
+    static func http(for socketPath: String) -> GatewayHTTP {
+        clients.withLockedValue { clients in
+            if let client = clients[socketPath] { return client }
+            let client = GatewayHTTP(socketPath: socketPath, connectTimeout: .seconds(2))
+            clients[socketPath] = client
+            return client
+        }
+    }
+
+    private static let clients = NIOLockedValueBox<[String: GatewayHTTP]>([:])
 
     /// Asks the gateway to charge `envelopeJSON` (a sealed card envelope v1).
     /// The caller's idempotency key never goes to the gateway: the payment id is the processor's
@@ -183,35 +188,31 @@ public struct GatewayClient: Sendable {
     }
 
     func call(_ method: String, _ path: String, body: String?) async throws(Failure) -> (Int, String) {
-        guard let url = URL(httpURLWithSocketPath: socketPath, uri: path) else { throw .unreachable("bad gateway socket path") }
-        var request = HTTPClientRequest(url: url.absoluteString)
-        request.method = .init(rawValue: method)
-        if let body {
-            request.headers.add(name: "Content-Type", value: "application/json")
-            request.body = .bytes(ByteBuffer(string: body))
-        }
-        do {
-            let response = try await Self.http.execute(request, timeout: timeout)
-            let data = try await response.body.collect(upTo: 64 * 1024)
-            return (Int(response.status.code), String(buffer: data))
+        // The path is ours (routes and ids); anything but visible ASCII is never sent.
+        guard !path.isEmpty, path.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { throw .unreachable("bad gateway request path") }
+        do throws(GatewayHTTP.Failure) {
+            let (status, answer) = try await Self.http(for: socketPath).call(HTTPMethod(rawValue: method), path, body: body, timeout: timeout)
+            return (status, String(buffer: answer))
         } catch {
             throw Self.classify(error)
         }
     }
 
-    static func classify(_ error: any Error) -> Failure {
-        if let io = error as? IOError, [ENOENT, ECONNREFUSED, EACCES, ENOTSOCK].contains(io.errnoCode) {
-            return .unreachable("the gateway's socket cannot be reached (errno \(io.errnoCode))")
+    /// What a failed call means for the charge (`nothingSent`, `answerLost`).
+    static func classify(_ failure: GatewayHTTP.Failure) -> Failure {
+        switch failure {
+        case .connect(let error):
+            if let io = error as? IOError, [ENOENT, ECONNREFUSED, EACCES, ENOTSOCK].contains(io.errnoCode) {
+                return .unreachable("the gateway's socket cannot be reached (errno \(io.errnoCode))")
+            }
+            return .unreachable("the gateway's socket cannot be reached")
+        case .connectTimedOut: return .connectTimedOut
+        case .notSent: return .unreachable("the gateway closed the connection before the request was sent")
+        case .closedBeforeAnswer: return .connectionClosed("the gateway call failed midway (the connection closed before the whole answer)")
+        case .timedOut: return .timedOut("the gateway call failed midway (no answer within the call's timeout)")
+        case .tooLarge: return .failedMidway("the gateway call failed midway (an answer over 64 KiB)")
+        case .failed(let error): return .failedMidway("the gateway call failed midway (\(type(of: error)))")
         }
-        if let e = error as? HTTPClientError, e == .connectTimeout { return .connectTimedOut }
-        if error is NIOConnectionError { return .unreachable("the gateway's socket cannot be reached") }
-        if let e = error as? HTTPClientError {
-            let why = "the gateway call failed midway (\(e))"
-            if e == .remoteConnectionClosed { return .connectionClosed(why) }
-            if e == .deadlineExceeded || e == .readTimeout { return .timedOut(why) }
-            return .failedMidway(why)
-        }
-        return .failedMidway("the gateway call failed midway (\(type(of: error)))")
     }
 
     static func outcome(_ text: String) throws(Failure) -> Outcome {

@@ -1,0 +1,234 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import NIOCore
+import NIOHTTP1
+@testable import Sidecar
+import Testing
+import VaultCrypto
+
+/// `GatewayHTTP`, the sidecar's client of its gateway's socket, against scripted servers on real
+/// Unix sockets: answers on a kept-alive connection, and each way a call can fail classified as
+/// the crash guarantees need it (`GatewayClient.Failure.nothingSent`, `answerLost`).
+@Suite struct GatewayHTTPTests {
+    /// A Unix socket server whose connections each run `serve` (on a thread of their own).
+    final class ScriptedServer: @unchecked Sendable {
+        let path: String
+        private let listener: Int32
+        private let lock = NSLock()
+        private var _connections = 0
+        private var _requests: [String] = []
+        let serve: @Sendable (ScriptedServer, Int32) -> Void
+        let listening: Bool
+
+        var connections: Int { lock.withLock { _connections } }
+        var requests: [String] { lock.withLock { _requests } }
+
+        init(listening: Bool = true, _ serve: @escaping @Sendable (ScriptedServer, Int32) -> Void) throws {
+            path = NSTemporaryDirectory() + "gw-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
+            self.serve = serve
+            self.listening = listening
+            listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+            var addr = sockaddr_un()
+            addr.sun_family = sa_family_t(AF_UNIX)
+            withUnsafeMutableBytes(of: &addr.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
+            let bound = withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            guard bound == 0 else { throw VaultError(.sidecarUnreachable, "cannot bind") }
+            // Not listening: the socket file is there and connecting to it is refused.
+            guard listening else { return }
+            guard listen(listener, 16) == 0 else { throw VaultError(.sidecarUnreachable, "cannot listen") }
+            Thread.detachNewThread { [self] in accept() }
+        }
+
+        /// Stops accepting. The accepting thread closes the listener itself, so that its number
+        /// is never reused (by another test's socket) while that thread could still accept on it.
+        func stop() {
+            shutdown(listener, Int32(SHUT_RDWR))
+            if !listening { close(listener) }
+            unlink(path)
+        }
+
+        private func accept() {
+            while true {
+                let fd = Glibc.accept(listener, nil, nil)
+                guard fd >= 0 else {
+                    close(listener)
+                    return
+                }
+                lock.withLock { _connections += 1 }
+                Thread.detachNewThread { [self] in
+                    serve(self, fd)
+                    close(fd)
+                }
+            }
+        }
+
+        /// Reads one request (head and `Content-Length` body) from `fd`: its text, or nil at the end.
+        func readRequest(_ fd: Int32, _ buffer: inout [UInt8]) -> String? {
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            var request: (head: Int, length: Int)?
+            while request == nil || buffer.count < request!.head + request!.length {
+                let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, $0.count, 0) }
+                guard n > 0 else { return nil }
+                buffer += chunk[0..<n]
+                if request == nil, let end = (0..<max(0, buffer.count - 3)).first(where: { buffer[$0..<($0 + 4)].elementsEqual([13, 10, 13, 10]) }) {
+                    let head = String(decoding: buffer[..<end], as: UTF8.self).lowercased()
+                    let length = head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
+                        .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
+                    request = (end + 4, length)
+                }
+            }
+            let text = String(decoding: buffer[..<(request!.head + request!.length)], as: UTF8.self)
+            buffer.removeFirst(request!.head + request!.length)
+            lock.withLock { _requests.append(text) }
+            return text
+        }
+
+        static func answer(_ fd: Int32, status: String = "200 OK", body: String) {
+            let bytes = Array(body.utf8)
+            let out = Array("HTTP/1.1 \(status)\r\nContent-Type: application/json\r\nContent-Length: \(bytes.count)\r\n\r\n".utf8) + bytes
+            _ = out.withUnsafeBytes { send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
+        }
+    }
+
+    /// Answers every request with its own request line, on one kept-alive connection.
+    static func echo() throws -> ScriptedServer {
+        try ScriptedServer { server, fd in
+            var buffer: [UInt8] = []
+            while let request = server.readRequest(fd, &buffer) {
+                ScriptedServer.answer(fd, body: "{\"line\":\"\(request.split(separator: "\r\n").first ?? "")\"}")
+            }
+        }
+    }
+
+    @Test func answersComeOverOneKeptAliveConnection() async throws {
+        let server = try Self.echo()
+        defer { server.stop() }
+        let http = GatewayHTTP(socketPath: server.path)
+        for i in 0..<3 {
+            let (status, body) = try await http.call(.POST, "/v1/authorize/\(i)", body: #"{"amount":1050}"#, timeout: .seconds(5))
+            #expect(status == 200 && String(buffer: body) == "{\"line\":\"POST /v1/authorize/\(i) HTTP/1.1\"}")
+        }
+        let (status, _) = try await http.call(.GET, "/v1/health", body: nil, timeout: .seconds(5))
+        #expect(status == 200)
+        #expect(server.connections == 1 && http.idleCount == 1)
+        let first = try #require(server.requests.first)
+        #expect(first.hasSuffix("\r\n\r\n{\"amount\":1050}") && first.lowercased().contains("content-length: 15\r\n"), "\(first)")
+    }
+
+    @Test func noSocketIsUnreachableAndNothingWasSent() async throws {
+        let client = GatewayClient(socketPath: NSTemporaryDirectory() + "no-gateway-\(UUID().uuidString).sock")
+        let failure = await Self.failure { () throws(GatewayClient.Failure) in _ = try await client.authorization(of: "pay_1") }
+        guard case .unreachable? = failure else { Issue.record("\(String(describing: failure))"); return }
+        #expect(failure?.nothingSent == true)
+    }
+
+    @Test func aRefusedConnectionIsUnreachableAndNothingWasSent() async throws {
+        let server = try ScriptedServer(listening: false) { _, _ in }
+        defer { server.stop() }
+        let failure = await Self.failure { () throws(GatewayClient.Failure) in _ = try await GatewayClient(socketPath: server.path).authorization(of: "pay_1") }
+        guard case .unreachable? = failure else { Issue.record("\(String(describing: failure))"); return }
+        #expect(failure?.nothingSent == true)
+    }
+
+    @Test func aConnectionClosedBeforeTheAnswerMayHaveCharged() async throws {
+        // Reads the request, then closes without a byte of answer.
+        let server = try ScriptedServer { server, fd in
+            var buffer: [UInt8] = []
+            _ = server.readRequest(fd, &buffer)
+        }
+        defer { server.stop() }
+        let failure = await Self.failure { () throws(GatewayClient.Failure) in
+            _ = try await GatewayClient(socketPath: server.path).authorize(paymentID: "pay_1", amount: 1050, currency: "EUR", envelopeJSON: "{}")
+        }
+        guard case .connectionClosed? = failure else { Issue.record("\(String(describing: failure))"); return }
+        #expect(failure?.nothingSent == false && failure?.answerLost == true)
+        #expect(server.requests.count == 1)
+    }
+
+    @Test func anAnswerCutShortMayHaveCharged() async throws {
+        // The head and half the body, then the close.
+        let server = try ScriptedServer { server, fd in
+            var buffer: [UInt8] = []
+            _ = server.readRequest(fd, &buffer)
+            let out = Array("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"status\":".utf8)
+            _ = out.withUnsafeBytes { send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
+        }
+        defer { server.stop() }
+        let failure = await Self.failure { () throws(GatewayClient.Failure) in
+            _ = try await GatewayClient(socketPath: server.path).authorize(paymentID: "pay_1", amount: 1050, currency: "EUR", envelopeJSON: "{}")
+        }
+        #expect(failure?.answerLost == true, "\(String(describing: failure))")
+    }
+
+    @Test func noAnswerWithinTheTimeoutMayHaveCharged() async throws {
+        let done = DispatchSemaphore(value: 0)
+        // Reads the request and answers nothing until the test ends.
+        let server = try ScriptedServer { server, fd in
+            var buffer: [UInt8] = []
+            _ = server.readRequest(fd, &buffer)
+            done.wait()
+        }
+        defer {
+            done.signal()
+            server.stop()
+        }
+        var client = GatewayClient(socketPath: server.path)
+        client.timeout = .milliseconds(300)
+        // The server holds the connection open until the test ends: only the call's timeout ends it.
+        let failure = await Self.failure { () throws(GatewayClient.Failure) in
+            _ = try await client.authorize(paymentID: "pay_1", amount: 1050, currency: "EUR", envelopeJSON: "{}")
+        }
+        guard case .timedOut? = failure else { Issue.record("\(String(describing: failure))"); return }
+        #expect(failure?.answerLost == true)
+    }
+
+    @Test func aKeptConnectionTheGatewayClosedIsNotUsedAgain() async throws {
+        // Answers one request per connection, then closes it (as a gateway restarting would).
+        let server = try ScriptedServer { server, fd in
+            var buffer: [UInt8] = []
+            guard server.readRequest(fd, &buffer) != nil else { return }
+            ScriptedServer.answer(fd, body: "{}")
+        }
+        defer { server.stop() }
+        let http = GatewayHTTP(socketPath: server.path)
+        for _ in 0..<3 {
+            let (status, _) = try await http.call(.GET, "/v1/health", body: nil, timeout: .seconds(5))
+            #expect(status == 200)
+            // The close reaches the client's event loop, and the connection leaves the pool.
+            for _ in 0..<200 where http.idleCount > 0 { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(http.idleCount == 0)
+        }
+        #expect(server.connections == 3 && server.requests.count == 3)
+    }
+
+    @Test func anAnswerOver64KiBIsRefused() async throws {
+        let server = try ScriptedServer { server, fd in
+            var buffer: [UInt8] = []
+            _ = server.readRequest(fd, &buffer)
+            ScriptedServer.answer(fd, body: "{\"x\":\"" + String(repeating: "a", count: 70_000) + "\"}")
+        }
+        defer { server.stop() }
+        let failure = await Self.failure { () throws(GatewayClient.Failure) in _ = try await GatewayClient(socketPath: server.path).authorization(of: "pay_1") }
+        guard case .failedMidway? = failure else { Issue.record("\(String(describing: failure))"); return }
+    }
+
+    @Test func aPathThatIsNotVisibleASCIIIsNeverSent() async throws {
+        let server = try Self.echo()
+        defer { server.stop() }
+        let client = GatewayClient(socketPath: server.path)
+        for id in ["pay_1\r\nX-Evil: 1", "pay 1", "pay_é"] {
+            let failure = await Self.failure { () throws(GatewayClient.Failure) in _ = try await client.authorization(of: id) }
+            #expect(failure?.nothingSent == true, "\(String(describing: failure))")
+        }
+        #expect(server.connections == 0)
+    }
+
+    static func failure(_ body: () async throws(GatewayClient.Failure) -> Void) async -> GatewayClient.Failure? {
+        do throws(GatewayClient.Failure) { try await body() } catch { return error }
+        return nil
+    }
+}
