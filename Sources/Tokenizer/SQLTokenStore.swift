@@ -19,6 +19,9 @@ public final class SQLTokenStore: TokenStore {
         batcher = GroupCommit(database: database)
     }
 
+    /// Rows waiting for the group commit (tests).
+    var queuedInserts: Int { batcher.queued }
+
     public func ping() async throws(StoreError) { try await db.ping() }
 
     /// The tokens table, for key rotation.
@@ -116,7 +119,8 @@ public final class SQLTokenStore: TokenStore {
 ///
 /// No task of its own: the first caller to find nothing committing leads, commits a batch (its
 /// own row first, with the rows queued behind it), answers the others, and hands the lead to the
-/// first row still queued, which commits the next batch. A leader waits for one batch only.
+/// first row still queued, which commits the next batch. A leader waits for one batch only. The
+/// batch's statement runs in a task of its own, so a cancelled leader does not fail its batch.
 final class GroupCommit: @unchecked Sendable {
     /// What a queued row is told: its outcome, or that it commits the next batch.
     enum Turn { case done(StoreError?), lead }
@@ -135,6 +139,9 @@ final class GroupCommit: @unchecked Sendable {
     private var committing = false
 
     init(database: Database) { db = database }
+
+    /// Rows waiting for a commit (tests).
+    var queued: Int { lock.withLock { queue.count } }
 
     /// Queues a row; returns after its transaction committed (nil) or failed (the error).
     func submit(_ values: [SQLValue]) async -> StoreError? {
@@ -181,13 +188,17 @@ final class GroupCommit: @unchecked Sendable {
             defer { queue.removeFirst(n) }
             return Array(queue.prefix(n))
         }
-        let outcomes: [StoreError?]
-        do throws(StoreError) {
-            outcomes = try await insert(batch.map(\.values))
-        } catch {
-            let failure = error.code == .duplicate ? StoreError(.tokenExists, "a token with that id exists") : error
-            outcomes = Array(repeating: failure, count: batch.count)
-        }
+        // In a task of its own: a leading request that is cancelled (its client gone) must not
+        // fail the other rows of its batch (PostgreSQL's connection lease fails in a cancelled task).
+        let rows = batch.map(\.values)
+        let outcomes = await Task { () async -> [StoreError?] in
+            do throws(StoreError) {
+                return try await self.insert(rows)
+            } catch {
+                let failure = error.code == .duplicate ? StoreError(.tokenExists, "a token with that id exists") : error
+                return Array(repeating: failure, count: rows.count)
+            }
+        }.value
         // The first waiter is the caller's own, already resumed (with the lead).
         for (row, outcome) in zip(batch, outcomes).dropFirst() { row.waiter.resume(returning: .done(outcome)) }
         let next = lock.withLock {

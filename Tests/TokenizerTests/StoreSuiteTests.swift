@@ -6,7 +6,7 @@ import PostgresNIO
 import Testing
 import Payments
 import Store
-import Tokenizer
+@testable import Tokenizer
 import VaultCrypto
 
 /// The token store contract, run against every backend: SQLite always; PostgreSQL when
@@ -221,6 +221,54 @@ func record(_ envelope: CardEnvelope, token: String = RandomID.make(prefix: "tok
         #expect(level == 2, "synchronous is \(level ?? -1), not FULL (2)")
         let mode = try await pool.write { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") }
         #expect(mode == "wal")
+    }
+
+    /// A tokenize whose task is cancelled while it waits in the group commit (its client went
+    /// away) and then leads the next batch does not fail the other rows of that batch: the batch's
+    /// statement runs in a task of its own (on PostgreSQL a cancelled task's connection lease
+    /// fails). A first insert is held by a table lock while three more queue behind it.
+    @Test(arguments: Backend.available.filter { $0 == .postgres })
+    func aCancelledInsertDoesNotFailTheRowsCommittedWithIt(_ backend: Backend) async throws {
+        let h = try await backend.make()
+        defer { Task { await h.cleanup() } }
+        let store = try #require(h.store as? SQLTokenStore)
+        let envelope = try sampleEnvelope()
+        let (x, l, b, c) = (record(envelope), record(envelope), record(envelope), record(envelope))
+        let db = h.db
+        let (first, leader, others) = try await db.transaction { (tx) throws(StoreError) in
+            try await tx.query("LOCK TABLE vault_tokens IN EXCLUSIVE MODE")
+            let first = Task { () async -> StoreError? in
+                do throws(StoreError) { try await store.insert(x) } catch { return error }
+                return nil
+            }
+            for _ in 0..<1000 {
+                let blocked = try await db.query(
+                    "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'INSERT INTO vault_tokens%'")
+                if !blocked.isEmpty { break }
+                try? await Task.sleep(for: .milliseconds(10))
+            }
+            let leader = Task { () async -> StoreError? in
+                do throws(StoreError) { try await store.insert(l) } catch { return error }
+                return nil
+            }
+            for _ in 0..<1000 where store.queuedInserts < 1 { try? await Task.sleep(for: .milliseconds(5)) }
+            let others = [b, c].map { r in
+                Task { () async -> StoreError? in
+                    do throws(StoreError) { try await store.insert(r) } catch { return error }
+                    return nil
+                }
+            }
+            for _ in 0..<1000 where store.queuedInserts < 3 { try? await Task.sleep(for: .milliseconds(5)) }
+            #expect(store.queuedInserts == 3)
+            leader.cancel()
+            return (first, leader, others)
+        }
+        #expect(await first.value == nil)
+        _ = await leader.value
+        for (r, t) in zip([b, c], others) {
+            #expect(await t.value == nil, "a row was failed by its leader's cancellation")
+            #expect(try await store.get(r.token, now: Date()) != nil)
+        }
     }
 
     /// Many concurrent inserts (the store commits them in groups, on both backends): every one acknowledged
