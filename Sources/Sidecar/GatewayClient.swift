@@ -16,7 +16,8 @@ import VaultCrypto
 /// reconciled with `authorization(of:)`, or record a refusal (final).
 public struct GatewayClient: Sendable {
     public enum Failure: Error, Sendable, Equatable {
-        /// The gateway's socket cannot be reached (no connection was made): nothing was sent.
+        /// The gateway's socket cannot be reached (no connection was made, or the one taken was
+        /// found closed before a byte of the request was written to it): nothing was sent.
         case unreachable(String)
         /// Connecting to the gateway timed out: nothing was sent.
         case connectTimedOut

@@ -22,6 +22,7 @@ import NIOPosix
 /// - `tooLarge`: an answer over `maxAnswer` bytes (the connection is closed);
 /// - `failed`: any other failure after the connection was made.
 ///
+/// At most `maxConnections` calls hold a connection at once; the others wait for a free one.
 /// A kept-alive connection that the gateway closes while idle leaves the pool as its close is
 /// seen; one taken from the pool is checked to be open, and one found closed on its event loop
 /// before the request's first byte is written is replaced once. A request is never sent twice: a
@@ -40,8 +41,9 @@ final class GatewayHTTP: Sendable {
         case failed(any Error)
     }
 
-    /// At most this many idle connections are kept.
-    static let maxIdle = 16
+    /// At most this many connections are open at once (calls beyond wait for one to be free, as
+    /// the general client's pool had them wait), and kept idle.
+    static let maxConnections = 16
     /// The largest answer read (the gateway's answers are a few hundred bytes).
     static let maxAnswer = 64 * 1024
 
@@ -49,6 +51,8 @@ final class GatewayHTTP: Sendable {
     let connectTimeout: TimeAmount
     private let group: any EventLoopGroup
     private let idle = NIOLockedValueBox<[Connection]>([])
+    /// Calls holding a connection, and the calls waiting for one.
+    private let permits = NIOLockedValueBox<(inUse: Int, waiting: [CheckedContinuation<Void, Never>])>((0, []))
 
     init(socketPath: String, connectTimeout: TimeAmount = .seconds(2), group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
         self.socketPath = socketPath
@@ -59,18 +63,63 @@ final class GatewayHTTP: Sendable {
     /// Idle connections kept now (tests).
     var idleCount: Int { idle.withLockedValue { $0.count } }
 
-    /// Sends one request and reads its answer: the status and the body.
+    /// Sends one request and reads its answer: the status and the body. `timeout` bounds the
+    /// call from when it has a connection slot (`maxConnections`): connecting (at most
+    /// `connectTimeout` of it), sending and the whole answer. A task's cancellation does not cut
+    /// a call short: the answer to a request that may have charged is waited for.
     func call(_ method: HTTPMethod, _ path: String, body: String?, timeout: TimeAmount) async throws(Failure) -> (status: Int, body: ByteBuffer) {
+        await acquire()
+        defer { release() }
+        let deadline = NIODeadline.now() + timeout
         do throws(Failure) {
-            return try await attempt(method, path, body: body, timeout: timeout)
+            return try await attempt(method, path, body: body, deadline: deadline, fresh: false)
         } catch .notSent {
             // A kept connection closed as it was taken: nothing went out, a new one is made.
-            return try await attempt(method, path, body: body, timeout: timeout)
+            return try await attempt(method, path, body: body, deadline: deadline, fresh: true)
         }
     }
 
-    private func attempt(_ method: HTTPMethod, _ path: String, body: String?, timeout: TimeAmount) async throws(Failure) -> (status: Int, body: ByteBuffer) {
-        let connection = try await take()
+    private func acquire() async {
+        // A free slot is taken without suspending.
+        let free = permits.withLockedValue { p -> Bool in
+            guard p.inUse < Self.maxConnections else { return false }
+            p.inUse += 1
+            return true
+        }
+        if free { return }
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let now = permits.withLockedValue { p -> Bool in
+                if p.inUse < Self.maxConnections {
+                    p.inUse += 1
+                    return true
+                }
+                p.waiting.append(c)
+                return false
+            }
+            if now { c.resume() }
+        }
+    }
+
+    /// Hands the slot to the first call waiting, or frees it.
+    private func release() {
+        let next = permits.withLockedValue { p -> CheckedContinuation<Void, Never>? in
+            if p.waiting.isEmpty {
+                p.inUse -= 1
+                return nil
+            }
+            return p.waiting.removeFirst()
+        }
+        next?.resume()
+    }
+
+    private func attempt(_ method: HTTPMethod, _ path: String, body: String?, deadline: NIODeadline, fresh: Bool) async throws(Failure) -> (status: Int, body: ByteBuffer) {
+        let connection = try await take(fresh: fresh, deadline: deadline)
+        let timeout = deadline - NIODeadline.now()
+        // The time ran out connecting: nothing was written.
+        guard timeout > .zero else {
+            connection.channel.close(promise: nil)
+            throw .connectTimedOut
+        }
         var headers = HTTPHeaders()
         headers.add(name: "Host", value: "gateway")
         var buffer: ByteBuffer?
@@ -104,15 +153,18 @@ final class GatewayHTTP: Sendable {
         let handler: AnswerHandler
     }
 
-    /// An idle connection that is still open, or a new one.
-    private func take() async throws(Failure) -> Connection {
-        while let kept = idle.withLockedValue({ $0.popLast() }) {
+    /// An idle connection that is still open (unless `fresh`), or a new one, connected before
+    /// `deadline` and within `connectTimeout`.
+    private func take(fresh: Bool, deadline: NIODeadline) async throws(Failure) -> Connection {
+        while !fresh, let kept = idle.withLockedValue({ $0.popLast() }) {
             if kept.channel.isActive { return kept }
             kept.channel.close(promise: nil)
         }
+        let left = deadline - NIODeadline.now()
+        guard left > .zero else { throw .connectTimedOut }
         let handler = AnswerHandler(maxAnswer: Self.maxAnswer)
         let bootstrap = ClientBootstrap(group: group)
-            .connectTimeout(connectTimeout)
+            .connectTimeout(min(connectTimeout, left))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHTTPClientHandlers()
@@ -138,7 +190,7 @@ final class GatewayHTTP: Sendable {
     /// Keeps an answered connection for the next call; false when the pool is full.
     private func give(_ connection: Connection) -> Bool {
         idle.withLockedValue { pool in
-            guard pool.count < Self.maxIdle else { return false }
+            guard pool.count < Self.maxConnections, connection.channel.isActive else { return false }
             pool.append(connection)
             return true
         }
@@ -188,6 +240,8 @@ final class AnswerHandler: ChannelInboundHandler, @unchecked Sendable {
             let written = loop.makePromise(of: Void.self)
             context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: written)
             written.futureResult.whenFailure { [self] _ in
+                // This request's own failure only (the connection is not reused after it).
+                guard pending?.futureResult === promise.futureResult else { return }
                 fail(.closedBeforeAnswer)
                 channel.close(promise: nil)
             }

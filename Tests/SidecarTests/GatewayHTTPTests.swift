@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 @testable import Sidecar
@@ -214,6 +215,84 @@ import VaultCrypto
         defer { server.stop() }
         let failure = await Self.failure { () throws(GatewayClient.Failure) in _ = try await GatewayClient(socketPath: server.path).authorization(of: "pay_1") }
         guard case .failedMidway? = failure else { Issue.record("\(String(describing: failure))"); return }
+        #expect(failure?.answerLost == true)
+    }
+
+    /// Every way a call fails, as the crash guarantees read it: nothing sent (the intent may be
+    /// dropped and the key tried again) only when no byte of the request was written.
+    @Test func eachFailureIsClassifiedForTheCrashGuarantees() {
+        let nothingSent: [GatewayHTTP.Failure] = [
+            .connect(IOError(errnoCode: ENOENT, reason: "connect")), .connect(IOError(errnoCode: ECONNREFUSED, reason: "connect")),
+            .connect(IOError(errnoCode: EAGAIN, reason: "connect")), .connectTimedOut, .notSent,
+        ]
+        let maybeSent: [GatewayHTTP.Failure] = [.closedBeforeAnswer, .timedOut, .tooLarge, .failed(IOError(errnoCode: EPIPE, reason: "write"))]
+        for f in nothingSent {
+            let c = GatewayClient.classify(f)
+            #expect(c.nothingSent && !c.answerLost, "\(f) → \(c)")
+        }
+        for f in maybeSent {
+            let c = GatewayClient.classify(f)
+            #expect(!c.nothingSent && c.answerLost, "\(f) → \(c)")
+        }
+    }
+
+    /// An answer with `Connection: close` is read whole, and its connection is not kept.
+    @Test func aConnectionTheGatewayClosesAfterItsAnswerIsNotKept() async throws {
+        let server = try ScriptedServer { server, fd in
+            var buffer: [UInt8] = []
+            guard server.readRequest(fd, &buffer) != nil else { return }
+            let out = Array("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}".utf8)
+            _ = out.withUnsafeBytes { send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
+        }
+        defer { server.stop() }
+        let http = GatewayHTTP(socketPath: server.path)
+        for _ in 0..<2 {
+            let (status, body) = try await http.call(.GET, "/v1/health", body: nil, timeout: .seconds(5))
+            #expect(status == 200 && String(buffer: body) == "{}")
+            #expect(http.idleCount == 0)
+        }
+        #expect(server.connections == 2)
+    }
+
+    /// A chunked answer is read whole.
+    @Test func aChunkedAnswerIsReadWhole() async throws {
+        let server = try ScriptedServer { server, fd in
+            var buffer: [UInt8] = []
+            while server.readRequest(fd, &buffer) != nil {
+                let out = Array("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"a\":\r\n2\r\n1}\r\n0\r\n\r\n".utf8)
+                _ = out.withUnsafeBytes { send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
+            }
+        }
+        defer { server.stop() }
+        let http = GatewayHTTP(socketPath: server.path)
+        for _ in 0..<2 {
+            let (status, body) = try await http.call(.GET, "/v1/health", body: nil, timeout: .seconds(5))
+            #expect(status == 200 && String(buffer: body) == "{\"a\":1}")
+        }
+        #expect(server.connections == 1)
+    }
+
+    /// At most 16 connections at once: more calls at once wait for a free one, and all are answered.
+    @Test func callsBeyondSixteenWaitForAConnection() async throws {
+        let inFlight = NIOLockedValueBox((now: 0, most: 0))
+        let server = try ScriptedServer { server, fd in
+            var buffer: [UInt8] = []
+            while server.readRequest(fd, &buffer) != nil {
+                inFlight.withLockedValue { $0.now += 1; $0.most = max($0.most, $0.now) }
+                usleep(20_000)
+                inFlight.withLockedValue { $0.now -= 1 }
+                ScriptedServer.answer(fd, body: "{}")
+            }
+        }
+        defer { server.stop() }
+        let http = GatewayHTTP(socketPath: server.path)
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for i in 0..<40 { group.addTask { try await http.call(.GET, "/v1/health/\(i)", body: nil, timeout: .seconds(30)).status } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(statuses.count == 40 && statuses.allSatisfy { $0 == 200 })
+        #expect(server.connections <= GatewayHTTP.maxConnections, "\(server.connections) connections")
+        #expect(inFlight.withLockedValue { $0.most } <= GatewayHTTP.maxConnections)
     }
 
     @Test func aPathThatIsNotVisibleASCIIIsNeverSent() async throws {
