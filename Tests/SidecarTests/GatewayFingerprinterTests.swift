@@ -17,41 +17,39 @@ struct GatewayFingerprinterTests {
     /// the envelope's sealed key (so a test can tell which answer belongs to which envelope). It
     /// holds its first answer until `release()`, so that requests pile up behind it.
     final class ScriptedGateway: @unchecked Sendable {
-        let path: String
-        private let listener: Int32
-        private let lock = NSLock()
-        private var _batches: [Int] = []
-        private var _connections = 0
-        private let gate = DispatchSemaphore(value: 0)
-        /// The held first call is answered 503 (a gateway without a fingerprint key).
-        var failFirst = false
-        /// Every answer leaves out its last envelope's entry (a broken gateway).
-        var answerShort = false
+        /// What the connections share: the batches seen, the gate, the failure switches.
+        final class State: @unchecked Sendable {
+            let lock = NSLock()
+            var batches: [Int] = []
+            let gate = DispatchSemaphore(value: 0)
+            var failFirst = false, answerShort = false
+        }
 
-        var batches: [Int] { lock.withLock { _batches } }
-        var connections: Int { lock.withLock { _connections } }
+        private let state = State()
+        private let server: ScriptedServer
+
+        var path: String { server.path }
+        var batches: [Int] { state.lock.withLock { state.batches } }
+        var connections: Int { server.connections }
+        /// The held first call is answered 503 (a gateway without a fingerprint key).
+        var failFirst: Bool {
+            get { state.lock.withLock { state.failFirst } }
+            set { state.lock.withLock { state.failFirst = newValue } }
+        }
+        /// Every answer leaves out its last envelope's entry (a broken gateway).
+        var answerShort: Bool {
+            get { state.lock.withLock { state.answerShort } }
+            set { state.lock.withLock { state.answerShort = newValue } }
+        }
 
         init() throws {
-            path = NSTemporaryDirectory() + "fp-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
-            listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-            var addr = sockaddr_un()
-            addr.sun_family = sa_family_t(AF_UNIX)
-            withUnsafeMutableBytes(of: &addr.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
-            let bound = withUnsafePointer(to: &addr) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-            }
-            guard bound == 0, listen(listener, 16) == 0 else { throw VaultError(.sidecarUnreachable, "cannot listen") }
-            Thread.detachNewThread { [self] in accept() }
+            let state = self.state
+            server = try ScriptedServer { server, fd in Self.serve(server, fd, state) }
         }
 
-        func release() { gate.signal() }
+        func release() { state.gate.signal() }
 
-        /// Stops accepting; the accepting thread closes the listener (its number is then never
-        /// reused by another test's socket while that thread could still accept on it).
-        func stop() {
-            shutdown(listener, Int32(SHUT_RDWR))
-            unlink(path)
-        }
+        func stop() { server.stop() }
 
         /// The fingerprint the gateway answers for an envelope.
         static func fingerprint(_ envelope: CardEnvelope) -> String {
@@ -59,60 +57,28 @@ struct GatewayFingerprinterTests {
             return "fp1_0123456789abcdef_" + raw.map { String(format: "%02x", $0) }.joined()
         }
 
-        private func accept() {
-            while true {
-                let fd = Glibc.accept(listener, nil, nil)
-                guard fd >= 0 else {
-                    close(listener)
-                    return
-                }
-                lock.withLock { _connections += 1 }
-                Thread.detachNewThread { [self] in serve(fd) }
-            }
-        }
-
-        private func serve(_ fd: Int32) {
-            defer { close(fd) }
+        private static func serve(_ server: ScriptedServer, _ fd: Int32, _ state: State) {
             var buffer: [UInt8] = []
-            var chunk = [UInt8](repeating: 0, count: 65536)
             var first = true
-            while true {
-                // One request: the head, then Content-Length bytes.
-                var request: (head: Int, length: Int)?
-                while request == nil || buffer.count < request!.head + request!.length {
-                    let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, $0.count, 0) }
-                    guard n > 0 else { return }
-                    buffer += chunk[0..<n]
-                    if request == nil, let end = (0..<max(0, buffer.count - 3)).first(where: { buffer[$0..<($0 + 4)].elementsEqual([13, 10, 13, 10]) }) {
-                        let head = String(decoding: buffer[..<end], as: UTF8.self).lowercased()
-                        let length = head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
-                            .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
-                        request = (end + 4, length)
-                    }
-                }
-                let body = Data(buffer[request!.head..<(request!.head + request!.length)])
-                buffer.removeFirst(request!.head + request!.length)
-                let object = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
+            while let request = server.readRequest(fd, &buffer) {
+                let object = (try? JSONSerialization.jsonObject(with: ScriptedServer.body(of: request))) as? [String: Any]
                 let envelopes = object?["envelopes"] as? [[String: Any]] ?? []
-                lock.withLock { _batches.append(envelopes.count) }
+                state.lock.withLock { state.batches.append(envelopes.count) }
                 if first {
                     first = false
-                    gate.wait()
-                    if failFirst {
-                        let error = Array(#"{"error":{"code":"FINGERPRINT_KEY_MISSING","message":"no key"}}"#.utf8)
-                        let out = Array("HTTP/1.1 503 Service Unavailable\r\nContent-Length: \(error.count)\r\n\r\n".utf8) + error
-                        guard out.withUnsafeBytes({ send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }) == out.count else { return }
+                    state.gate.wait()
+                    if state.lock.withLock({ state.failFirst }) {
+                        ScriptedServer.answer(fd, status: "503 Service Unavailable", body: #"{"error":{"code":"FINGERPRINT_KEY_MISSING","message":"no key"}}"#)
                         continue
                     }
                 }
-                let data = envelopes.dropLast(answerShort ? 1 : 0).map { e -> String in
+                let short = state.lock.withLock { state.answerShort }
+                let data = envelopes.dropLast(short ? 1 : 0).map { e -> String in
                     let raw = Array(Data(base64Encoded: e["key"] as? String ?? "") ?? Data()).prefix(32)
                     let fp = "fp1_0123456789abcdef_" + raw.map { String(format: "%02x", $0) }.joined()
                     return "{\"fingerprint\":\"\(fp)\",\"fingerprints\":[\"\(fp)\"]}"
                 }
-                let answer = Array("{\"data\":[\(data.joined(separator: ","))]}".utf8)
-                let out = Array("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(answer.count)\r\n\r\n".utf8) + answer
-                guard out.withUnsafeBytes({ send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }) == out.count else { return }
+                ScriptedServer.answer(fd, body: "{\"data\":[\(data.joined(separator: ","))]}")
             }
         }
     }

@@ -18,6 +18,15 @@ import VaultCrypto
             singleUse: singleUse, amount: amount, currency: "EUR", createdAt: t)
     }
 
+    /// A new single-use token in the harness's store and a payment begun on it.
+    static func begun(on h: StoreHarness, _ store: any PaymentStore) async throws -> (token: TokenRecord, payment: PaymentRecord) {
+        let token = record(try sampleEnvelope())
+        try await h.store.insert(token)
+        let p = intent(token: token.token)
+        #expect(try await store.begin(p) == .created)
+        return (token, p)
+    }
+
     @Test(arguments: Backend.available)
     func idempotencyKeysReturnTheFirstPayment(_ backend: Backend) async throws {
         let h = try await backend.make()
@@ -49,10 +58,7 @@ import VaultCrypto
         let h = try await backend.make()
         defer { Task { await h.cleanup() } }
         let store = try await h.payments()
-        let token = record(try sampleEnvelope())
-        try await h.store.insert(token)
-        let p = Self.intent(token: token.token)
-        #expect(try await store.begin(p) == .created)
+        let (token, p) = try await Self.begun(on: h, store)
         #expect(try await store.finish(p.id, status: .succeeded, code: nil, reference: "sbx_1", nextAction: nil, now: Date(), consuming: token.token))
         #expect(try await h.store.get(token.token, now: Date()) == nil)
         let types = try await EventOutboxTests.events(h.db).map(\.type)
@@ -62,10 +68,7 @@ import VaultCrypto
         #expect(succeeded < deleted, "\(types)")
 
         // Already final: the outcome is not changed, the token is consumed all the same.
-        let other = record(try sampleEnvelope())
-        try await h.store.insert(other)
-        let q = Self.intent(token: other.token)
-        #expect(try await store.begin(q) == .created)
+        let (other, q) = try await Self.begun(on: h, store)
         #expect(try await store.finish(q.id, status: .succeeded, code: nil, reference: "sbx_2", nextAction: nil, now: Date()))
         #expect(try await h.store.get(other.token, now: Date()) != nil)
         #expect(try await store.finish(q.id, status: .succeeded, code: nil, reference: "sbx_3", nextAction: nil, now: Date(), consuming: other.token) == false)
@@ -73,10 +76,7 @@ import VaultCrypto
         #expect(try await store.get(q.id)?.reference == "sbx_2")
 
         // A decline leaves the token: it may pay again.
-        let kept = record(try sampleEnvelope())
-        try await h.store.insert(kept)
-        let d = Self.intent(token: kept.token)
-        #expect(try await store.begin(d) == .created)
+        let (kept, d) = try await Self.begun(on: h, store)
         #expect(try await store.finish(d.id, status: .declined, code: "card_declined", reference: nil, nextAction: nil, now: Date(), consuming: kept.token))
         #expect(try await h.store.get(kept.token, now: Date()) != nil)
         #expect(try await store.get(d.id)?.status == .declined)
@@ -93,10 +93,7 @@ import VaultCrypto
         let h = try await backend.make()
         defer { Task { await h.cleanup() } }
         let store = try await h.payments()
-        let token = record(try sampleEnvelope())
-        try await h.store.insert(token)
-        let p = Self.intent(token: token.token)
-        #expect(try await store.begin(p) == .created)
+        let (token, p) = try await Self.begun(on: h, store)
         let db = h.db
         let (outcome, waited) = try await db.transaction { (tx) throws(StoreError) in
             // The settle's UPDATE takes the row's lock; its COMMIT comes when this body returns.
