@@ -80,7 +80,19 @@ public struct GatewayClient: Sendable {
     /// How long one authorization may take before its outcome counts as unknown.
     public var timeout: TimeAmount = .seconds(30)
 
-    public init(socketPath: String) { self.socketPath = socketPath }
+    /// The HTTP client of `socketPath` (one per socket for the process).
+    let http: GatewayHTTP
+
+    public init(socketPath: String) {
+        self.socketPath = socketPath
+        http = Self.http(for: socketPath)
+    }
+
+    /// A client over a given HTTP client (tests: one on an event-loop group of their own).
+    init(socketPath: String, http: GatewayHTTP) {
+        self.socketPath = socketPath
+        self.http = http
+    }
 
     /// One HTTP client per gateway socket for the process (`GatewayHTTP`): a short connect
     /// timeout tells "not reached" apart quickly, and a failed connect fails its request at once
@@ -192,7 +204,7 @@ public struct GatewayClient: Sendable {
         // The path is ours (routes and ids); anything but visible ASCII is never sent.
         guard !path.isEmpty, path.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { throw .unreachable("bad gateway request path") }
         do throws(GatewayHTTP.Failure) {
-            let (status, answer) = try await Self.http(for: socketPath).call(HTTPMethod(rawValue: method), path, body: body, timeout: timeout)
+            let (status, answer) = try await http.call(HTTPMethod(rawValue: method), path, body: body, timeout: timeout)
             return (status, String(buffer: answer))
         } catch {
             throw Self.classify(error)
