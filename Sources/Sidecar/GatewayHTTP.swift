@@ -249,14 +249,17 @@ final class AnswerHandler: ChannelInboundHandler, @unchecked Sendable {
         return promise.futureResult
     }
 
-    private func fail(_ failure: GatewayHTTP.Failure) {
-        guard let p = pending else { return }
+    /// The request in flight, taken off: its answer state and timer cleared.
+    private func finish() -> EventLoopPromise<Answer>? {
+        let p = pending
         pending = nil
         answer = nil
         timer?.cancel()
         timer = nil
-        p.fail(failure)
+        return p
     }
+
+    private func fail(_ failure: GatewayHTTP.Failure) { finish()?.fail(failure) }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
@@ -272,12 +275,8 @@ final class AnswerHandler: ChannelInboundHandler, @unchecked Sendable {
             }
             answer!.body.writeBuffer(&part)
         case .end:
-            guard let p = pending, let a = answer else { return }
-            pending = nil
-            answer = nil
-            timer?.cancel()
-            timer = nil
-            p.succeed(a)
+            guard pending != nil, let a = answer else { return }
+            finish()?.succeed(a)
         }
     }
 
@@ -287,14 +286,7 @@ final class AnswerHandler: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if pending != nil {
-            let p = pending!
-            pending = nil
-            answer = nil
-            timer?.cancel()
-            timer = nil
-            p.fail(GatewayHTTP.Failure.failed(error))
-        }
+        fail(.failed(error))
         context.close(promise: nil)
     }
 }

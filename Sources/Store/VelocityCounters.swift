@@ -121,81 +121,54 @@ extension Migrations {
 /// overlap. A lone read goes at once (no timer). Being no older than an independent read would
 /// be, a coalesced one keeps the limiter's guarantee (docs/velocity.md).
 ///
-/// GroupCommit's pattern: the first caller to find nothing running leads, runs a batch (its own
-/// read first, with those queued behind it), answers the others, and hands the lead to the first
-/// read still queued. One statement is on the wire at a time: with the default rules a request
-/// reads one to three counters, so the reads queued behind a statement go in the next one. A
-/// failed statement fails every read of its batch. The statement runs in a task of its own, so a
-/// leading request that is cancelled (its client gone) does not fail the others' reads.
-final class CoalescedReads: @unchecked Sendable {
+/// `LeaderBatches` runs them: one statement is on the wire at a time; with the default rules a
+/// request reads one to three counters, so the reads queued behind a statement go in the next one.
+/// A failed statement fails every read of its batch, and a leading request that is cancelled (its
+/// client gone) does not fail the others' reads.
+final class CoalescedReads: Sendable {
+    typealias Since = [VelocityCounters.Counter: Int64]
     typealias Buckets = [VelocityCounters.Counter: [(bucket: Int64, count: Int)]]
-    typealias Run = @Sendable ([VelocityCounters.Counter: Int64]) async throws(StoreError) -> Buckets
-    enum Turn { case done(Result<Buckets, StoreError>), lead }
-    typealias Waiter = CheckedContinuation<Turn, Never>
+    typealias Run = @Sendable (Since) async throws(StoreError) -> Buckets
     /// At most this many counters in one statement (six binds each: it stays a prepared statement,
     /// `PostgresStatements.maxParameters`), but always at least one whole read (a read with more
     /// goes alone).
     static let maxCounters = 21
 
-    private let run: Run
-    private let lock = NSLock()
-    private var queue: [(since: [VelocityCounters.Counter: Int64], waiter: Waiter)] = []
-    private var reading = false
-    private var ran = 0
+    private let batches: LeaderBatches<Since, Result<Buckets, StoreError>>
 
     /// `run`: one statement for the merged counters (`VelocityCounters.read`; tests give their own).
-    init(_ run: @escaping Run) { self.run = run }
-
-    /// Statements run so far (tests).
-    var statements: Int { lock.withLock { ran } }
-    /// Reads waiting for a statement (tests).
-    var queued: Int { lock.withLock { queue.count } }
-
-    func read(_ since: [VelocityCounters.Counter: Int64]) async throws(StoreError) -> Buckets {
-        let turn = await withCheckedContinuation { (waiter: Waiter) in
-            lock.lock()
-            queue.append((since, waiter))
-            let lead = !reading
-            reading = true
-            lock.unlock()
-            if lead { waiter.resume(returning: .lead) }
-        }
-        switch turn {
-        case .done(let result): return try result.get()
-        case .lead: return try await readBatch().get()
+    init(_ run: @escaping Run) {
+        batches = LeaderBatches(take: Self.take) { reads in
+            let merged = Self.merge(reads)
+            let all: Result<Buckets, StoreError>
+            do throws(StoreError) { all = .success(try await run(merged)) } catch { all = .failure(error) }
+            return reads.map { since in all.map { Self.part($0, since) } }
         }
     }
 
-    /// Runs the batch at the head of the queue (the caller's read first), answers its other
-    /// reads, passes the lead on, and returns the caller's own answer.
-    private func readBatch() async -> Result<Buckets, StoreError> {
-        let (batch, merged) = lock.withLock { () -> ([(since: [VelocityCounters.Counter: Int64], waiter: Waiter)], [VelocityCounters.Counter: Int64]) in
-            var merged: [VelocityCounters.Counter: Int64] = [:]
-            var n = 0
-            while n < queue.count {
-                var next = merged
-                for (c, from) in queue[n].since { next[c] = min(next[c] ?? from, from) }
-                guard n == 0 || next.count <= Self.maxCounters else { break }
-                merged = next
-                n += 1
-            }
-            ran += 1
-            defer { queue.removeFirst(n) }
-            return (Array(queue.prefix(n)), merged)
+    /// Statements run so far (tests).
+    var statements: Int { batches.batches }
+    /// Reads waiting for a statement (tests).
+    var queued: Int { batches.queued }
+
+    func read(_ since: Since) async throws(StoreError) -> Buckets {
+        try await batches.submit(since).get()
+    }
+
+    /// How many of the queued reads go in the next statement: while their counters stay within
+    /// `maxCounters` (the first always).
+    static func take(_ reads: [Since]) -> Int {
+        var merged: Since = [:]
+        for (n, since) in reads.enumerated() {
+            merged.merge(since) { min($0, $1) }
+            if n > 0, merged.count > maxCounters { return n }
         }
-        let run = self.run
-        let all = await Task { () async -> Result<Buckets, StoreError> in
-            do throws(StoreError) { return .success(try await run(merged)) } catch { return .failure(error) }
-        }.value
-        // The first waiter is the caller's own, already resumed (with the lead).
-        for entry in batch.dropFirst() { entry.waiter.resume(returning: .done(all.map { Self.part($0, entry.since) })) }
-        let next = lock.withLock {
-            let first = queue.first?.waiter
-            if first == nil { reading = false }
-            return first
-        }
-        next?.resume(returning: .lead)
-        return all.map { Self.part($0, batch[0].since) }
+        return reads.count
+    }
+
+    /// The counters of `reads`, each from the earliest bucket any of them asks.
+    static func merge(_ reads: [Since]) -> Since {
+        reads.reduce(into: [:]) { merged, since in merged.merge(since) { min($0, $1) } }
     }
 
     /// The buckets of `since`'s counters, each from its own start on.

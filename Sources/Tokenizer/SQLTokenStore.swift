@@ -117,14 +117,9 @@ public final class SQLTokenStore: TokenStore {
 /// PostgreSQL). A row whose token exists gets `TOKEN_EXISTS` alone (the others commit); a failed
 /// commit fails every row of its batch, and none of them was acknowledged.
 ///
-/// No task of its own: the first caller to find nothing committing leads, commits a batch (its
-/// own row first, with the rows queued behind it), answers the others, and hands the lead to the
-/// first row still queued, which commits the next batch. A leader waits for one batch only. The
-/// batch's statement runs in a task of its own, so a cancelled leader does not fail its batch.
-final class GroupCommit: @unchecked Sendable {
-    /// What a queued row is told: its outcome, or that it commits the next batch.
-    enum Turn { case done(StoreError?), lead }
-    typealias Waiter = CheckedContinuation<Turn, Never>
+/// `LeaderBatches` runs them: the rows queued behind a commit go in the next one (at most
+/// `maxBatch`), and a cancelled leader does not fail its batch.
+final class GroupCommit: Sendable {
     /// Largest batch in one transaction (bounds the latency a commit adds to its first row).
     static let maxBatch = 256
     static let insertSQL = """
@@ -132,31 +127,25 @@ final class GroupCommit: @unchecked Sendable {
         ON CONFLICT (token) DO NOTHING RETURNING token
         """
 
-    private let db: Database
-    private let lock = NSLock()
-    /// Rows waiting, in arrival order; while `committing`, the first one leads the next batch.
-    private var queue: [(values: [SQLValue], waiter: Waiter)] = []
-    private var committing = false
+    private let batches: LeaderBatches<[SQLValue], StoreError?>
 
-    init(database: Database) { db = database }
+    init(database db: Database) {
+        batches = LeaderBatches(take: { min($0.count, Self.maxBatch) }) { rows in
+            do throws(StoreError) {
+                return try await Self.insert(rows, into: db)
+            } catch {
+                let failure = error.code == .duplicate ? StoreError(.tokenExists, "a token with that id exists") : error
+                return Array(repeating: failure, count: rows.count)
+            }
+        }
+    }
 
     /// Rows waiting for a commit (tests).
-    var queued: Int { lock.withLock { queue.count } }
+    var queued: Int { batches.queued }
 
     /// Queues a row; returns after its transaction committed (nil) or failed (the error).
     func submit(_ values: [SQLValue]) async -> StoreError? {
-        let turn = await withCheckedContinuation { (waiter: Waiter) in
-            lock.lock()
-            queue.append((values, waiter))
-            let lead = !committing
-            committing = true
-            lock.unlock()
-            if lead { waiter.resume(returning: .lead) }
-        }
-        switch turn {
-        case .done(let outcome): return outcome
-        case .lead: return await commitBatch()
-        }
+        await batches.submit(values)
     }
 
     /// Inserts `rows` in one transaction; each row's outcome (`TOKEN_EXISTS` for a token taken).
@@ -164,7 +153,7 @@ final class GroupCommit: @unchecked Sendable {
     /// multi-row `INSERT` (one round trip per batch instead of one per row): the tokens it answers
     /// are the rows it inserted, and of two rows of the batch with one token (card-shaped draws
     /// can meet) the first is the inserted one.
-    private func insert(_ rows: [[SQLValue]]) async throws(StoreError) -> [StoreError?] {
+    private static func insert(_ rows: [[SQLValue]], into db: Database) async throws(StoreError) -> [StoreError?] {
         let taken = StoreError(.tokenExists, "a token with that id exists")
         guard db.dialect.backend == .postgres, rows.count > 1 else {
             return try await db.batch(Self.insertSQL, rows).map { $0.isEmpty ? taken : nil }
@@ -178,35 +167,5 @@ final class GroupCommit: @unchecked Sendable {
             guard case .text(let token)? = values.first, inserted.remove(token) != nil else { return taken }
             return nil
         }
-    }
-
-    /// Commits the batch at the head of the queue (the caller's row first), answers its other
-    /// rows, passes the lead on, and returns the caller's own outcome.
-    private func commitBatch() async -> StoreError? {
-        let batch = lock.withLock {
-            let n = min(queue.count, Self.maxBatch)
-            defer { queue.removeFirst(n) }
-            return Array(queue.prefix(n))
-        }
-        // In a task of its own: a leading request that is cancelled (its client gone) must not
-        // fail the other rows of its batch (PostgreSQL's connection lease fails in a cancelled task).
-        let rows = batch.map(\.values)
-        let outcomes = await Task { () async -> [StoreError?] in
-            do throws(StoreError) {
-                return try await self.insert(rows)
-            } catch {
-                let failure = error.code == .duplicate ? StoreError(.tokenExists, "a token with that id exists") : error
-                return Array(repeating: failure, count: rows.count)
-            }
-        }.value
-        // The first waiter is the caller's own, already resumed (with the lead).
-        for (row, outcome) in zip(batch, outcomes).dropFirst() { row.waiter.resume(returning: .done(outcome)) }
-        let next = lock.withLock {
-            let first = queue.first?.waiter
-            if first == nil { committing = false }
-            return first
-        }
-        next?.resume(returning: .lead)
-        return outcomes.first ?? nil
     }
 }
