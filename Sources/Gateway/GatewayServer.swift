@@ -124,6 +124,7 @@ public struct GatewayServer: Sendable {
             }
         }
         let socketPath = configuration.socketPath, logger = self.logger, storeSummary = configuration.store.summary
+        let onLoops = await SocketServer.tasksRunOnEventLoops()
         try await SocketServer.run(
             router, socketPath: socketPath, mode: configuration.socketMode, group: configuration.socketGroup, serverName: "vault-gateway",
             services: services + [reloader, ShutdownNotice("vault gateway", logger: logger)], logger: logger
@@ -131,6 +132,7 @@ public struct GatewayServer: Sendable {
             logger.notice("vault gateway listening", metadata: [
                 "version": "\(VaultVersion.string)", "socket": "\(socketPath)", "opens": "\(keys.ring.openingKids.map(\.rawValue).joined(separator: ","))",
                 "fingerprint_keys": "\(keys.fingerprintKids)", "processor": "\(processor.name)", "store": "\(storeSummary)",
+                "tasks_on_event_loops": "\(onLoops) (\(SocketServer.takeover))", "event_loops": "\(SocketServer.eventLoops)",
             ])
         }
         logger.notice("vault gateway stopped")

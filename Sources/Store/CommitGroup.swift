@@ -36,6 +36,44 @@ extension Database {
         _ pool: DatabasePool, _ lock: AsyncLock, _ body: (Transaction) async throws(StoreError) -> T
     ) async throws(StoreError) -> T {
         await lock.acquire()
+        return try await groupedHoldingLock(pool, lock, body)
+    }
+
+    /// `sql` once per argument list in one transaction (`batch` of a server's store). When no
+    /// transaction is open, BEGIN, the statements and the COMMIT go to the writer's queue in one
+    /// trip: the statements (the rows, their indexes and triggers) run there, not on the calling
+    /// thread (an event loop), and the disk wait was already there. Otherwise the batch joins the
+    /// open transaction as a member (`grouped`).
+    func batchOnWriter(_ pool: DatabasePool, _ lock: AsyncLock, _ sql: String, _ lists: [[SQLValue]]) async throws(StoreError) -> [[SQLRow]] {
+        await lock.acquire()
+        guard !group.open, let writer = writerStatements else {
+            return try await groupedHoldingLock(pool, lock) { (t) throws(StoreError) in
+                var out: [[SQLRow]] = []
+                for values in lists { out.append(try await t.query(sql, values)) }
+                return out
+            }
+        }
+        let result = await withCheckedContinuation { (c: CheckedContinuation<Result<[[SQLRow]], StoreError>, Never>) in
+            pool.asyncWriteWithoutTransaction { db in
+                do {
+                    try db.execute(sql: "BEGIN IMMEDIATE")
+                    let out = try lists.map { try writer.run(db, sql, $0) }
+                    try db.execute(sql: "COMMIT")
+                    c.resume(returning: .success(out))
+                } catch {
+                    if db.isInsideTransaction { try? db.execute(sql: "ROLLBACK") }
+                    c.resume(returning: .failure(Self.map(error)))
+                }
+            }
+        }
+        group.commits += 1
+        lock.release()
+        return try result.get()
+    }
+
+    private func groupedHoldingLock<T: Sendable>(
+        _ pool: DatabasePool, _ lock: AsyncLock, _ body: (Transaction) async throws(StoreError) -> T
+    ) async throws(StoreError) -> T {
         let group = self.group
         if !group.open {
             do throws(StoreError) {
@@ -55,8 +93,8 @@ extension Database {
         group.members += 1
         // The first member needs no savepoint: should it fail, the whole transaction is rolled
         // back (nothing else is in it yet). Only those that join pay for one (SQLite copies each
-        // page a savepoint changes first): a lone transaction, and the tokens' own batches
-        // (`GroupCommit`, one at a time), mostly run first.
+        // page a savepoint changes first): a lone transaction mostly runs first (and the tokens'
+        // batches, `GroupCommit`, join only a transaction already open: `batchOnWriter`).
         let first = group.members == 1
         var result: Result<T, StoreError>
         do throws(StoreError) {

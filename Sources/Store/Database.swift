@@ -168,13 +168,7 @@ public final class Database: Sendable {
     public func batch(_ sql: String, _ argumentLists: [[SQLValue]]) async throws(StoreError) -> [[SQLRow]] {
         switch engine {
         case .sqlite(let pool, let lock):
-            if onCallingThread {
-                return try await grouped(pool, lock) { (t) throws(StoreError) in
-                    var out: [[SQLRow]] = []
-                    for values in argumentLists { out.append(try await t.query(sql, values)) }
-                    return out
-                }
-            }
+            if onCallingThread { return try await batchOnWriter(pool, lock, sql, argumentLists) }
             await lock.acquire()
             defer { lock.release() }
             return try await Self.sqlite {

@@ -54,13 +54,13 @@ public final class LeaderBatches<Item: Sendable, Answer: Sendable>: @unchecked S
     /// items, passes the lead on, and returns the caller's own answer.
     private func runBatch() async -> Answer {
         let batch = lock.withLock {
-            let n = min(max(1, take(queue.map(\.item))), queue.count)
+            let n = min(max(1, take(queue.map { $0.item })), queue.count)
             ran += 1
             defer { queue.removeFirst(n) }
             return Array(queue.prefix(n))
         }
         let run = self.run
-        let items = batch.map(\.item)
+        let items = batch.map { $0.item }
         let answers = await Task { await run(items) }.value
         precondition(answers.count == batch.count, "a batch answers each of its items")
         // The first waiter is the caller's own, already resumed (with the lead).

@@ -19,4 +19,5 @@ if getenv("SWIFT_BACKTRACE") == nil {
 }
 // A closed pipe is an IO_ERROR, not a signal death.
 signal(SIGPIPE, SIG_IGN)
+VaultCommand.prepareExecutor(arguments: CommandLine.arguments)
 await VaultCommand.runMain()

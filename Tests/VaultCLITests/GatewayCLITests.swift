@@ -97,6 +97,10 @@ import Testing
         #expect(g.process!.terminationStatus == 0)
         let logs = g.logs()
         #expect(logs.contains("vault gateway listening"))
+        // The real binary runs the gateway's handlers on NIO's event loops, as the sidecar's
+        // (VaultCommand.prepareExecutor).
+        let start = try #require(logs.split(separator: "\n").first { $0.contains("vault gateway listening") })
+        #expect(start.contains("tasks_on_event_loops=true"), "\(start)")
         #expect(!containsPAN(logs), "a PAN reached the gateway's log")
         let ledger = FileManager.default.contents(atPath: g.dir + "/ledger.sqlite") ?? Data()
         #expect(!containsPAN(String(decoding: ledger, as: UTF8.self)))

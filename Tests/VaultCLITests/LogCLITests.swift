@@ -101,7 +101,8 @@ import Testing
     }
 
     /// A `VAULT_EVENT_LOOPS` that is not a whole number from 1 to 64 stops the sidecar at once
-    /// with a coded error (exit 11), through `vault serve` as through its own executable.
+    /// with a coded error (exit 11), through `vault serve` as through its own executable, and
+    /// `vault gateway` too.
     @Test func anEventLoopCountOutOfRangeIsAConfigurationError() throws {
         let dir = NSTemporaryDirectory() + "vault-eventloops-" + UUID().uuidString
         defer { removeScratch(dir) }
@@ -111,7 +112,8 @@ import Testing
             var environment = ProcessInfo.processInfo.environment
             environment["VAULT_EVENT_LOOPS"] = value
             environment.removeValue(forKey: "NIO_SINGLETON_GROUP_LOOP_COUNT")
-            for (executable, arguments) in [(vaultBinary, ["serve"] + options), (sidecar, options)] {
+            let gateway = ["gateway", "--socket", dir + "/vault.sock", "--keys", dir, "--processor", "sandbox:\(dir)/ledger.sqlite"]
+            for (executable, arguments) in [(vaultBinary, ["serve"] + options), (sidecar, options), (vaultBinary, gateway)] {
                 let r = try run(executable, arguments, environment: environment)
                 #expect(r.status == 11, "\(value): \(r.stderr)")
                 #expect(r.stderr.contains("CONFIG_INVALID") && r.stderr.contains("VAULT_EVENT_LOOPS must be a whole number from 1 to 64"), "\(r.stderr)")
