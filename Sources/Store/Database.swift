@@ -47,6 +47,8 @@ public final class Database: Sendable {
     /// A server's store: the prepared statements its transactions run on the writer connection
     /// (`WriterStatements`), instead of GRDB's statement and row objects.
     let writerStatements: WriterStatements?
+    /// A server's store: its WAL checkpoints, off the commit path (`SQLiteCheckpointer`, in SQLiteStatements.swift).
+    let checkpointer: SQLiteCheckpointer?
 
     /// How long a SQLite connection waits for another process's write lock (SQLITE_BUSY after).
     static let busyTimeout: TimeInterval = 10
@@ -84,6 +86,7 @@ public final class Database: Sendable {
             // GRDB's WAL set-up lowers the writer to synchronous=NORMAL after prepareDatabase:
             // put FULL back on the writer connection, so a commit is on disk when it returns.
             try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+            checkpointer = onCallingThread ? try pool.writeWithoutTransaction { db in try SQLiteCheckpointer.start(path: path, writer: db) } : nil
             engine = .sqlite(pool, AsyncLock())
         } catch {
             throw StoreError(.unavailable, "cannot open the SQLite store at \(path): \(Self.describe(error))")
@@ -97,12 +100,14 @@ public final class Database: Sendable {
         onCallingThread = false
         readers = nil
         writerStatements = nil
+        checkpointer = nil
         engine = .postgres(client, logger, preparedStatements ? PostgresStatements() : nil)
         dialect = Dialect(backend: .postgres)
     }
 
     deinit {
-        // Our read-only connections close before GRDB's writer: the last to close checkpoints the WAL.
+        // Our own connections close before GRDB's writer: the last to close checkpoints the WAL.
+        checkpointer?.stop()
         readers?.closeIdle()
     }
 

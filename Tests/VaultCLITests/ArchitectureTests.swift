@@ -117,7 +117,8 @@ import Testing
     }
 
     /// SQLite's C API is used in one file of the store layer (a server's own statements,
-    /// `SQLiteStatements`); everything else reaches SQLite through GRDB and `Database`.
+    /// `SQLiteStatements`, and its WAL checkpoints, `SQLiteCheckpointer`); everything else reaches
+    /// SQLite through GRDB and `Database`.
     @Test func onlyTheStoresStatementRunnersImportSQLitesCAPI() {
         for (path, text) in swiftFiles(under: "Sources") where text.contains("import GRDBSQLite") {
             #expect(path == "Sources/Store/SQLiteStatements.swift", "\(path) imports GRDBSQLite")
