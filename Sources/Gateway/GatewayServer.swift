@@ -109,7 +109,9 @@ public struct GatewayServer: Sendable {
         let configuration = self.configuration, reloadLogger = logger
         let reloader = ReloadOnHangup {
             do throws(VaultError) {
-                let fresh = try GatewayKeys.load(configuration, logger: reloadLogger)
+                // On a dispatch thread: a passphrase-protected key costs Argon2id (about a second),
+                // and the gateway's tasks run on its event loops, which must not wait that long.
+                let fresh = try await GatewayKeys.loadOffLoop(configuration, logger: reloadLogger)
                 openers.replace(with: EnvelopeOpener(ring: fresh.ring, fingerprintKeys: fresh.fingerprintKeys))
                 if let primary = fresh.primary { metrics.server.primaryKey(kid: primary.kid.rawValue, created: primary.created) }
                 metrics.server.reloaded(success: true)
@@ -246,5 +248,19 @@ struct UIDAllowListMiddleware: RouterMiddleware {
             throw APIError(.peerNotAllowed, "only the sidecar may call the gateway")
         }
         return try await next(request, context)
+    }
+}
+
+extension GatewayKeys {
+    /// `load` on a dispatch thread, off the event loops (a key reload while requests are served).
+    static func loadOffLoop(_ configuration: GatewayServer.Configuration, logger: Logger) async throws(VaultError) -> GatewayKeys {
+        let result = await withCheckedContinuation { (c: CheckedContinuation<Result<GatewayKeys, VaultError>, Never>) in
+            DispatchQueue.global().async {
+                do throws(VaultError) { c.resume(returning: .success(try load(configuration, logger: logger))) } catch {
+                    c.resume(returning: .failure(error))
+                }
+            }
+        }
+        return try result.get()
     }
 }

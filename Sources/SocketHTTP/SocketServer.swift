@@ -22,8 +22,8 @@ public enum SocketServer {
     /// before). Work on these threads must not wait long: the store's short SQLite statements run
     /// on them, but a COMMIT (which waits for the disk) runs on the store's writer queue and a
     /// long read on a dispatch thread (`Database.scan`); the audit log's `fdatasync`, at most once
-    /// per `sync_interval`, does run on them. The gateway does not do this: measured, it gained
-    /// nothing on fingerprints and lost a little on payments.
+    /// per `sync_interval`, does run on them. `vault gateway` does this too (`VaultCommand.prepareExecutor`;
+    /// its key reload's Argon2id runs on a dispatch thread).
     ///
     /// NIO finds Swift's hook with `dlsym`, which finds nothing in a binary linked with a static
     /// Swift runtime (its `--exclude-libs ALL` hides the runtime's symbols): then the hook's address

@@ -53,6 +53,8 @@ extension Database {
                 return out
             }
         }
+        // Not `self` in the writer's closure: the store's last reference must not go on the writer's queue.
+        let checkpointer = self.checkpointer
         let result = await withCheckedContinuation { (c: CheckedContinuation<Result<[[SQLRow]], StoreError>, Never>) in
             pool.asyncWriteWithoutTransaction { db in
                 do {
@@ -60,13 +62,14 @@ extension Database {
                     let out = try lists.map { try writer.run(db, sql, $0) }
                     try db.execute(sql: "COMMIT")
                     c.resume(returning: .success(out))
+                    checkpointer?.restartIfWanted(db)
                 } catch {
                     if db.isInsideTransaction { try? db.execute(sql: "ROLLBACK") }
                     c.resume(returning: .failure(Self.map(error)))
                 }
             }
         }
-        group.commits += 1
+        if case .success = result { group.commits += 1 }
         lock.release()
         return try result.get()
     }
@@ -125,7 +128,7 @@ extension Database {
         }
         var failure: StoreError?
         if group.open {
-            failure = await Self.commit(pool)
+            failure = await Self.commit(pool, checkpointer)
             group.commits += 1
         }
         let pending = group.pending
@@ -192,12 +195,14 @@ extension Database {
     /// COMMIT (rolled back if it fails) on the writer's own queue, not an event loop: it waits
     /// for the disk. Not GRDB's async call, which a cancelled task skips: the caller that commits
     /// may be a request whose client went away, and the group's other members would be left waiting.
-    static func commit(_ pool: DatabasePool) async -> StoreError? {
+    static func commit(_ pool: DatabasePool, _ checkpointer: SQLiteCheckpointer?) async -> StoreError? {
         await withCheckedContinuation { (c: CheckedContinuation<StoreError?, Never>) in
             pool.asyncWriteWithoutTransaction { db in
                 do {
                     try db.execute(sql: "COMMIT")
                     c.resume(returning: nil)
+                    // The WAL starts over here when asked (`SQLiteCheckpointer`), its callers answered.
+                    checkpointer?.restartIfWanted(db)
                 } catch {
                     if db.isInsideTransaction { try? db.execute(sql: "ROLLBACK") }
                     c.resume(returning: map(error))

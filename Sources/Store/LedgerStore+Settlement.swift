@@ -51,7 +51,8 @@ extension LedgerStore {
     /// status query may settle now: `unknown` ones due at `now` and `sending` ones whose lease ran
     /// out, before their deadline. Oldest first.
     public func dueForSettlement(processor: String, now: Date, limit: Int = 100) async throws(StoreError) -> [LedgerEntry] {
-        try await db.query("""
+        // `scan`: off a server's event loop (the OR of states may walk the ledger).
+        try await db.scan("""
             SELECT \(Self.columns) FROM vault_ledger
             WHERE (processor = ? OR processor = 'relay') AND (deadline_at IS NULL OR deadline_at > ?)
               AND ((state = 'unknown' AND next_try_at IS NOT NULL AND next_try_at <= ?)

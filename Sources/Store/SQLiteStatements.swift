@@ -269,38 +269,37 @@ final class WriterStatements: @unchecked Sendable {
 /// Here the writer's WAL hook only signals: each time a commit leaves `pages` more in the WAL
 /// than at the last signal, this thread runs a PASSIVE checkpoint, which waits for no reader and
 /// no writer while commits go on. Under a steady load the writer never starts a transaction with
-/// the WAL wholly copied, so the WAL would never start over and would only grow (and a growing
-/// file makes each commit's flush slower): past `restartPages` the thread also runs a RESTART
-/// checkpoint, which takes the write lock for the few frames committed since the PASSIVE one and
-/// the database file's flush, and has the next write start the WAL from its beginning. It gives up
-/// at once when the writer or a reader of an older snapshot is busy, and tries again at the next
-/// signal. Measured (issue 16, 2 cores, c=8 with a gateway, three rounds side by side): p99
-/// 4.8–4.9 → 4.0–4.4 ms with a 16 MiB restart, 3.8–3.9 ms with 40 MiB; tokens a second unchanged.
-/// Another process on the same file (`vault rewrap`, tools) keeps SQLite's default, and the last
+/// the WAL wholly copied, so the WAL would never start over and would only grow (a growing file
+/// makes each commit's flush slower): once a PASSIVE checkpoint finds `restartPages` or more in
+/// the WAL, the writer, right after its next COMMIT has answered its callers, runs a RESTART
+/// checkpoint (`restartIfWanted`): the few frames committed since, the database file's flush, and
+/// the next write starts the WAL from its beginning. It does not wait for a reader of an older
+/// snapshot (a long scan): then the next PASSIVE asks again. Measured (issue 16, 2 cores, with a
+/// gateway, side by side): p99 at c=8 4.8 → 3.9–4.1 ms, at c=64 tokens +8 %. Another
+/// process on the same file (`vault rewrap`, tools) keeps SQLite's default, and the last
 /// connection to close still checkpoints and removes the WAL.
 final class SQLiteCheckpointer: @unchecked Sendable {
     /// SQLite's own default threshold (`SQLITE_DEFAULT_WAL_AUTOCHECKPOINT`).
     static let pages: Int32 = 1000
-    /// Past this many WAL pages (32 MiB of 4 KiB pages) a checkpoint also starts the WAL over
-    /// (RESTART), if it can do so at once.
+    /// From this many WAL pages on (32 MiB of 4 KiB pages) the writer starts the WAL over.
     static let restartPages: Int32 = 8192
-    /// Past this many, the RESTART waits up to `restartWait` for the writer and for readers of
-    /// older snapshots (a long scan): the WAL stays bounded, at the cost of a pause of the writer.
-    static let forcedRestartPages: Int32 = 4 * restartPages
-    static let restartWait: Int32 = 100
 
-    // @unchecked: the state below is read and written under `condition`'s lock.
+    // @unchecked: the state below is read and written under `condition`'s lock, but `mark`,
+    // which only the writer's WAL hook uses (on GRDB's serialized writer).
     private let condition = NSCondition()
     private var wanted = false
+    private var restart = false
     private var stopping = false
     private var running = false
-    private var runs = 0
+    private var runs = 0, restarts = 0
+    private var mark: Int32 = 0
 
-    /// Checkpoints run so far (tests).
+    /// Checkpoints run so far, and the WAL's restarts (tests).
     var checkpoints: Int { condition.withLock { runs } }
+    var restartsDone: Int { condition.withLock { restarts } }
 
     /// Starts the thread on `path` and hands the writer connection `db` its WAL hook. The hook's
-    /// context holds this object for the connection's lifetime.
+    /// context holds this object for the connection's lifetime (one per server store).
     static func start(path: String, writer db: GRDB.Database) throws(DatabaseError) -> SQLiteCheckpointer {
         guard let writer = db.sqliteConnection else { throw DatabaseError(resultCode: .SQLITE_MISUSE) }
         var h: OpaquePointer?
@@ -310,8 +309,11 @@ final class SQLiteCheckpointer: @unchecked Sendable {
             throw DatabaseError(resultCode: ResultCode(rawValue: rc))
         }
         sqlite3_extended_result_codes(h, 1)
-        // A connection opens the WAL on its first read; until then a checkpoint does nothing.
+        // A connection opens the WAL on its first read; until then a checkpoint does nothing. The
+        // read waits for another process's lock as the store's connections do.
+        sqlite3_busy_timeout(h, Int32(Database.busyTimeout * 1000))
         let read = sqlite3_exec(h, "SELECT count(*) FROM sqlite_master", nil, nil, nil)
+        sqlite3_busy_timeout(h, 0)
         guard read == SQLITE_OK else {
             sqlite3_close_v2(h)
             throw DatabaseError(resultCode: ResultCode(rawValue: read))
@@ -329,10 +331,9 @@ final class SQLiteCheckpointer: @unchecked Sendable {
         return checkpointer
     }
 
-    /// The WAL hook, on the writer's thread after each commit: `pages` is the WAL's size.
+    /// The WAL hook, on the writer after each commit: `pages` is the WAL's size.
     func committed(pages: Int32) {
-        // The writer's thread only: `mark` is the WAL's size at the last signal (0 after the WAL
-        // started over).
+        // `mark`: the WAL's size at the last signal (0 once the WAL started over).
         if pages < mark { mark = 0 }
         guard pages - mark >= Self.pages else { return }
         mark = pages
@@ -342,7 +343,21 @@ final class SQLiteCheckpointer: @unchecked Sendable {
             condition.signal()
         }
     }
-    private var mark: Int32 = 0
+
+    /// On the writer connection `db`, after a COMMIT (outside any transaction), once a PASSIVE
+    /// checkpoint asked for it: a RESTART checkpoint that waits for no reader.
+    func restartIfWanted(_ db: GRDB.Database) {
+        guard condition.withLock({ () -> Bool in
+            defer { restart = false }
+            return restart
+        }), let handle = db.sqliteConnection, !db.isInsideTransaction else { return }
+        sqlite3_busy_timeout(handle, 0)
+        defer { sqlite3_busy_timeout(handle, Int32(Database.busyTimeout * 1000)) }
+        var logged: Int32 = 0, copied: Int32 = 0
+        if sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_RESTART, &logged, &copied) == SQLITE_OK {
+            condition.withLock { restarts += 1 }
+        }
+    }
 
     /// Stops the thread and closes its connection (the store's deinit, before the writer closes,
     /// so that the writer is the last connection and checkpoints the WAL away). Waits for a
@@ -377,16 +392,10 @@ final class SQLiteCheckpointer: @unchecked Sendable {
             // writer, while commits go on (a busy database is no error here: the next signal
             // tries again).
             _ = sqlite3_wal_checkpoint_v2(connection, nil, SQLITE_CHECKPOINT_PASSIVE, &logged, &copied)
-            if logged >= Self.restartPages {
-                // RESTART: copies the few frames committed since, then has the next write start the
-                // WAL over from its beginning (a WAL that only grows makes each commit's flush
-                // slower). It takes the write lock: without a wait it gives up at once when the
-                // writer or an older snapshot's reader is busy (then the next signal tries again);
-                // only a WAL grown to `forcedRestartPages` waits, briefly.
-                sqlite3_busy_timeout(connection, logged >= Self.forcedRestartPages ? Self.restartWait : 0)
-                _ = sqlite3_wal_checkpoint_v2(connection, nil, SQLITE_CHECKPOINT_RESTART, &logged, &copied)
+            condition.withLock {
+                runs += 1
+                if logged >= Self.restartPages { restart = true }
             }
-            condition.withLock { runs += 1 }
         }
     }
 }
