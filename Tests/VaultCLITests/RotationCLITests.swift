@@ -257,4 +257,34 @@ import Testing
         let (status, payment, body) = try s.pay(try s.tokenize("4242424242424242"), key: "pp-" + UUID().uuidString)
         #expect(status == 201 && payment["status"] as? String == "succeeded", "\(body)")
     }
+
+    /// A key reload (SIGHUP) derives a protected key's Argon2id off the gateway's event loop: the
+    /// gateway answers while it runs, instead of after it.
+    @Test func aKeyReloadDoesNotHoldUpRequests() throws {
+        let s = try PaymentsCLITests.Stack()
+        let kid = try #require(try FileManager.default.contentsOfDirectory(atPath: s.dir + "/gateway-keys").first { $0.hasSuffix(".key") })
+        let pass = s.dir + "/gateway-keys/passphrase"
+        try "correct horse battery staple\n".write(toFile: pass, atomically: true, encoding: .utf8)
+        chmod(pass, 0o600)
+        // moderate: about a second of Argon2id per load.
+        let protect = try vault("keys", "protect", s.dir + "/gateway-keys/" + kid, "--passphrase-file", pass, "--kdf", "moderate")
+        #expect(protect.status == 0, "\(protect.stderr)")
+        try s.startGateway(processor: ["--processor", "sandbox:" + s.ledger], environment: ["CREDENTIALS_DIRECTORY": s.dir + "/gateway-keys"])
+        #expect(try s.curl(s.gatewaySocket, "GET", "/v1/health").0 == 200)
+        kill(s.gateway!.processIdentifier, SIGHUP)
+        usleep(150_000)
+        // Answered while the reload runs: its log line is not there yet when the answer came.
+        var answeredDuring = false
+        for _ in 0..<50 {
+            let code = try s.curl(s.gatewaySocket, "GET", "/v1/health").0
+            let reloaded = s.gatewayLogText.contains("keys reloaded")
+            if code == 200, !reloaded { answeredDuring = true }
+            if answeredDuring || reloaded { break }
+            usleep(20_000)
+        }
+        #expect(answeredDuring, "the gateway answered only once the reload was done")
+        for _ in 0..<300 where !s.gatewayLogText.contains("keys reloaded") { usleep(100_000) }
+        #expect(s.gatewayLogText.contains("keys reloaded"), "\(s.gatewayLogText)")
+    }
 }
+
