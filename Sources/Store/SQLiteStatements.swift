@@ -291,12 +291,15 @@ final class SQLiteCheckpointer: @unchecked Sendable {
     private var restart = false
     private var stopping = false
     private var running = false
-    private var runs = 0, restarts = 0
+    private var runs = 0, restarts = 0, startedOver = 0
     private var mark: Int32 = 0
 
     /// Checkpoints run so far, and the WAL's restarts (tests).
     var checkpoints: Int { condition.withLock { runs } }
     var restartsDone: Int { condition.withLock { restarts } }
+    /// Times the WAL started over, seen by the hook: after the writer's RESTART, or when the
+    /// writer found the WAL wholly copied by a PASSIVE checkpoint (a slow writer) (tests).
+    var walStartedOver: Int { condition.withLock { startedOver } }
 
     /// Starts the thread on `path` and hands the writer connection `db` its WAL hook. The hook's
     /// context holds this object for the connection's lifetime (one per server store).
@@ -334,7 +337,10 @@ final class SQLiteCheckpointer: @unchecked Sendable {
     /// The WAL hook, on the writer after each commit: `pages` is the WAL's size.
     func committed(pages: Int32) {
         // `mark`: the WAL's size at the last signal (0 once the WAL started over).
-        if pages < mark { mark = 0 }
+        if pages < mark {
+            mark = 0
+            condition.withLock { startedOver += 1 }
+        }
         guard pages - mark >= Self.pages else { return }
         mark = pages
         condition.withLock {

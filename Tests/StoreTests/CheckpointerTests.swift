@@ -35,7 +35,9 @@ struct CheckpointerTests {
         }
         let checkpointer = try #require(db.checkpointer)
         #expect(checkpointer.checkpoints >= 10, "\(checkpointer.checkpoints) checkpoints")
-        #expect(checkpointer.restartsDone >= 1, "the WAL never started over")
+        // The WAL started over: by the writer's RESTART under a steady load, or by SQLite itself
+        // when a slow writer (a loaded machine) found it wholly copied.
+        #expect(checkpointer.walStartedOver >= 1, "the WAL never started over")
         // 160 MiB written; the WAL held the restart size and what came meanwhile (a checkpointer
         // thread slow to run on a loaded machine delays a restart, hence the margin).
         #expect(largest < 96 << 20, "the WAL grew to \(largest) bytes")
@@ -53,6 +55,6 @@ struct CheckpointerTests {
                 for i in 0..<100 { try await t.query("INSERT INTO t (k, v) VALUES (?, ?)", [n * 100 + i, row]) }
             }
         }
-        #expect(try #require(db.checkpointer).restartsDone >= 1, "the WAL never started over")
+        #expect(try #require(db.checkpointer).walStartedOver >= 1, "the WAL never started over")
     }
 }
