@@ -6,7 +6,7 @@ import Testing
 /// module or executable outside the gateway's zone reaches the opening code, directly or through
 /// another module. The graph is Package.swift as SwiftPM reads it (`swift package dump-package`),
 /// followed transitively, so a dependency added anywhere on the way counts.
-@Suite struct ArchitectureTests {
+@Suite(.ownThread) struct ArchitectureTests {
     /// The modules that open envelopes.
     static let opening: Set<String> = ["VaultOpen", "Gateway", "Rewrap", "Portability"]
     /// The targets allowed to reach them: the gateway zone's CLI and its executable.

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@Suite(.serialized) struct CardCLITests {
+@Suite(.serialized, .ownThread) struct CardCLITests {
     let cardJSON = #"{"number":"4242 4242 4242 4242","exp_month":12,"exp_year":2030,"cvc":"123","name":"Jo Test"}"#
 
     @Test func sealCardMakesEnvelopeThatPyNaClAndVaultOpen() throws {

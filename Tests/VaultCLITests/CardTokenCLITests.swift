@@ -4,7 +4,7 @@ import Testing
 /// Card-shaped tokens (docs/card-tokens.md) end to end with the real binaries, on SQLite and on
 /// PostgreSQL: made by request and by the sidecar's default, resolved, listed, paid with, refused
 /// for short cards, digits that name no token not found.
-@Suite(.serialized) struct CardTokenCLITests {
+@Suite(.serialized, .ownThread) struct CardTokenCLITests {
     static var stores: [String] { GatewayCLITests.postgresSocket == nil ? ["sqlite"] : ["sqlite", "postgres"] }
 
     static func json(_ text: String) -> [String: Any] { (try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]) ?? [:] }

@@ -3,7 +3,7 @@ import Testing
 
 /// Customers end to end with the real binaries: idempotent creation, update, and erasure through
 /// the API and through `vault customers delete` on the store.
-@Suite(.serialized) struct CustomerCLITests {
+@Suite(.serialized, .ownThread) struct CustomerCLITests {
     @Test func customersAreIdempotentUpdatableAndErasable() throws {
         var s = try ServeCLITests.Sidecar()
         defer { s.process?.terminate(); s.remove() }

@@ -5,7 +5,7 @@ import Testing
 /// `"dedupe": true` answers the existing reusable token (200) and `vault tokenize --dedupe` too;
 /// an attach of a card the customer holds answers its instrument (200), updated for a new
 /// expiry; searching instruments by fingerprint across customers is the admin's.
-@Suite(.serialized) struct DedupeCLITests {
+@Suite(.serialized, .ownThread) struct DedupeCLITests {
     static var stores: [String] { GatewayCLITests.postgresSocket == nil ? ["sqlite"] : ["sqlite", "postgres"] }
     static func json(_ text: String) -> [String: Any] { PaymentsCLITests.json(text) }
 

@@ -4,7 +4,7 @@ import VaultCrypto
 
 /// deploy/ and the configuration file: the systemd units pass `systemd-analyze verify`, and
 /// settings resolve flag > environment > file > default, with errors that name the setting.
-@Suite struct DeployConfigTests {
+@Suite(.ownThread) struct DeployConfigTests {
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
 
     @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze") || FileManager.default.isExecutableFile(atPath: "/bin/systemd-analyze")))

@@ -5,7 +5,7 @@ import Testing
 /// fingerprints from the gateway, `vault keys add-fingerprint-key` / `promote-fingerprint-key`
 /// with gateway reloads, one search finding a card's tokens under both keys, `vault rewrap
 /// --fingerprints`, and the retirement, on SQLite and (with scripts/test) PostgreSQL.
-@Suite(.serialized) struct FingerprintRotationCLITests {
+@Suite(.serialized, .ownThread) struct FingerprintRotationCLITests {
     typealias Stack = PaymentsCLITests.Stack
 
     static var stores: [String] { GatewayCLITests.postgresSocket == nil ? ["sqlite"] : ["sqlite", "postgres"] }

@@ -3,7 +3,7 @@ import Testing
 
 /// The real `vault gateway` binary on a temporary socket: the sandbox charges sealed cards,
 /// core dumps are off, foreign uids are refused, and neither answers nor logs carry card data.
-@Suite(.serialized) struct GatewayCLITests {
+@Suite(.serialized, .ownThread) struct GatewayCLITests {
     struct Gateway {
         let dir: String
         var socket: String { dir + "/gateway.sock" }

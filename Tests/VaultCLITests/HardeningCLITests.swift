@@ -9,7 +9,7 @@ import Testing
 /// runs the real `vault gateway` and `vault serve` as `nobody` and checks exactly that (and
 /// `RLIMIT_CORE` 0), with a plain process of the same user as the control that shows the check
 /// can fail.
-@Suite(.serialized) struct HardeningCLITests {
+@Suite(.serialized, .ownThread) struct HardeningCLITests {
     static let nobody: UInt32 = 65534
 
     @Test(.enabled(if: getuid() == 0, "needs root to start processes as another uid"))

@@ -7,7 +7,7 @@ import Testing
 /// Issue 18, health and readiness: `GET /v1/health/ready` on both servers, `vault health` and its
 /// exit codes, systemd `Type=notify` (`READY=1` once the socket accepts, `STOPPING=1` on
 /// SIGTERM), and the probes of the container image and the Kubernetes manifests.
-@Suite(.serialized) struct HealthCLITests {
+@Suite(.serialized, .ownThread) struct HealthCLITests {
     /// `vault health` with `arguments`, as a probe runs it.
     static func health(_ arguments: String...) throws -> RunResult {
         let r = try run(vaultBinary, ["health"] + arguments)

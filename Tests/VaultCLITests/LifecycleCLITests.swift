@@ -5,7 +5,7 @@ import Testing
 /// sandbox): authorize only, capture part, refund twice, a refund over the captured amount
 /// refused; a void and a capture after it refused; idempotent replays that reach the processor
 /// once; the refund test cards (failed, pending); an authorization that expires.
-@Suite(.serialized) struct LifecycleCLITests {
+@Suite(.serialized, .ownThread) struct LifecycleCLITests {
     typealias Stack = PaymentsCLITests.Stack
 
     static func json(_ text: String) -> [String: Any] { (try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]) ?? [:] }

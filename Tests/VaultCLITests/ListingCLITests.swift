@@ -4,7 +4,7 @@ import Testing
 /// Lists with the real binaries (README "Listing and search"): 25 payments paged 10/10/5 newest
 /// first with `has_more`, a status filter, tokens found by the gateway's fingerprint, and the
 /// coded refusals of bad query parameters.
-@Suite(.serialized) struct ListingCLITests {
+@Suite(.serialized, .ownThread) struct ListingCLITests {
     @Test func paymentsPageNewestFirstAndTokensAreFoundByFingerprint() throws {
         let s = try PaymentsCLITests.Stack()
         defer {

@@ -4,7 +4,7 @@ import Testing
 /// The servers' log lines (docs/configuration.md "Logs"), from the real binary: text and JSON
 /// formats, millisecond UTC timestamps, journald priorities when standard error is the journal's
 /// stream, and the request line with the `Request-Id` answered and the error code.
-@Suite(.serialized) struct LogCLITests {
+@Suite(.serialized, .ownThread) struct LogCLITests {
     /// `2026-11-24T23:40:01.123Z`.
     static func isTimestamp(_ text: Substring) -> Bool {
         text.wholeMatch(of: #/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/#) != nil
@@ -136,7 +136,7 @@ import Testing
 /// The `Request-Id` of a request on the lines logged while it is handled, not only on the request
 /// line: a payment's `payment` line (written by the payment service's own logger) carries the id
 /// its answer carried.
-@Suite(.serialized) struct RequestIDLogCLITests {
+@Suite(.serialized, .ownThread) struct RequestIDLogCLITests {
     @Test func aPaymentsServiceLogLineCarriesTheRequestIDOfItsAnswer() throws {
         let s = try PaymentsCLITests.Stack()
         try s.startGateway()

@@ -9,7 +9,7 @@ import Testing
 /// 0.75 KiB: a sidecar grew by about 1.5 KiB per statement outside a transaction, without end.
 /// The store now opens every connection as a minimum one and sends no keep-alive query
 /// (`StoreLocation.PostgresLocation.configuration()`), and the pool starts no timer.
-@Suite(.serialized) struct MemoryCLITests {
+@Suite(.serialized, .ownThread) struct MemoryCLITests {
     static func rssAnonKiB(_ pid: Int32) -> Int {
         let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
         for line in status.split(separator: "\n") where line.hasPrefix("RssAnon:") {

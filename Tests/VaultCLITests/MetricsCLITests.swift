@@ -6,7 +6,7 @@ import Testing
 /// a server serves is documented for it. Then what issue 18 asked of the values: build info, the
 /// payments by state, the primary key's age, the result of a SIGHUP reload (failed, then good),
 /// request counters on the gateway's routes, buckets up to 30 s.
-@Suite(.serialized) struct MetricsCLITests {
+@Suite(.serialized, .ownThread) struct MetricsCLITests {
     /// docs/metrics.md's families: name → (type, servers).
     static func documented() throws -> [String: (type: String, servers: Set<String>)] {
         let text = try String(contentsOf: repositoryRoot.appendingPathComponent("docs/metrics.md"), encoding: .utf8)

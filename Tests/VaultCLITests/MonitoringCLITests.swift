@@ -7,7 +7,7 @@ import Testing
 /// dashboard has the shape Grafana needs (a JSON schema: title, panels, schemaVersion; each panel
 /// a type, a title and targets with an `expr`, each parsing as PromQL), and every expression of
 /// either names only documented families.
-@Suite struct MonitoringCLITests {
+@Suite(.ownThread) struct MonitoringCLITests {
     /// Debian's `prometheus` package (scripts/setup installs it) puts promtool here.
     static let promtool = ["/usr/bin/promtool", "/usr/local/bin/promtool", "/bin/promtool"].first {
         FileManager.default.isExecutableFile(atPath: $0)

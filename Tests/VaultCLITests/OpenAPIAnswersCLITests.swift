@@ -4,7 +4,7 @@ import Testing
 /// Live answers of every sidecar route, from the real binaries, validated against openapi.json
 /// (statuses, JSON schemas, the Request-Id and Retry-After headers) by
 /// Tests/Interop/openapi_answers.py with the `jsonschema` package (scripts/setup installs it).
-@Suite struct OpenAPIAnswersCLITests {
+@Suite(.ownThread) struct OpenAPIAnswersCLITests {
     @Test func everyRouteAnswersAsDocumented() throws {
         let script = repositoryRoot.appendingPathComponent("Tests/Interop/openapi_answers.py").path
         let r = try run(python, ["python3", script, vaultBinary])

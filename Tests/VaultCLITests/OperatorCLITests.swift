@@ -4,7 +4,7 @@ import Testing
 /// Issue 18, "An operator's day": the first commands from an empty directory, start-up failures
 /// that say what to do, `config check` refusing what a server refuses, logs at start and stop, and
 /// a CLI whose examples paste and whose completions complete.
-@Suite struct OperatorCLITests {
+@Suite(.ownThread) struct OperatorCLITests {
     static func scratch() throws -> String {
         let dir = NSTemporaryDirectory() + "vault-operator-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)

@@ -4,7 +4,7 @@ import Testing
 /// Payments end to end with the real binaries: `vault serve` (sidecar, public key only) →
 /// `vault gateway` (secret key, sandbox processor), every sandbox test card, idempotency under
 /// duplicates, a gateway outage, and a kill -9 of the sidecar mid-payment.
-@Suite(.serialized) struct PaymentsCLITests {
+@Suite(.serialized, .ownThread) struct PaymentsCLITests {
     final class Stack: @unchecked Sendable {
         let dir: String
         var sidecarSocket: String { dir + "/vault.sock" }

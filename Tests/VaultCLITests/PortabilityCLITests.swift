@@ -6,7 +6,7 @@ import Testing
 /// lines, sealed input, rejects by line and code with nothing of a card in any output, dedupe
 /// within a file and against the store, a kill -9 mid-import and the rerun, and an export that
 /// PyNaCl opens line by line.
-@Suite(.serialized) struct PortabilityCLITests {
+@Suite(.serialized, .ownThread) struct PortabilityCLITests {
     static var stores: [String] { GatewayCLITests.postgresSocket == nil ? ["sqlite"] : ["sqlite", "postgres"] }
 
     /// A scratch directory, a gateway-zone keys directory (one pair, a fingerprint key), a store.

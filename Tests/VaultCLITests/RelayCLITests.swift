@@ -5,7 +5,7 @@ import Testing
 /// server that records what arrives (Tests/Interop/fake_processor.py): the card reaches the
 /// processor in the body, nowhere else; declines, 5xx and timeouts map as documented (a 5xx or a
 /// timeout is an unknown outcome, re-sent with the same idempotency key within the call).
-@Suite(.serialized) struct RelayCLITests {
+@Suite(.serialized, .ownThread) struct RelayCLITests {
     final class FakeProcessor: @unchecked Sendable {
         let process = Process()
         let log: String

@@ -6,7 +6,7 @@ import Testing
 /// stand-in, Tests/Interop/fake_processor.py): authorize only, capture part, refund twice, a refund
 /// over the captured amount refused, a void; every operation sent by the processor's reference
 /// with the operation id as its idempotency key, and no card data in any of them.
-@Suite(.serialized) struct RelayLifecycleCLITests {
+@Suite(.serialized, .ownThread) struct RelayLifecycleCLITests {
     typealias Stack = PaymentsCLITests.Stack
     static let json = LifecycleCLITests.json
 

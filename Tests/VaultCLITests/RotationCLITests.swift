@@ -5,7 +5,7 @@ import Testing
 /// rotate` promotes only once the gateway opens the new key, both servers reload on SIGHUP under
 /// load, `vault rewrap` re-seals every stored envelope (and resumes after a kill), the old key is
 /// retired only once nothing uses it, and every token is still payable afterwards.
-@Suite(.serialized) struct RotationCLITests {
+@Suite(.serialized, .ownThread) struct RotationCLITests {
     typealias Stack = PaymentsCLITests.Stack
 
     static func sql(_ db: String, _ query: String) throws -> String {
@@ -231,7 +231,7 @@ import Testing
 
 /// Passphrase-protected secret keys end to end: the gateway refuses to start without the
 /// passphrase, starts with it (file or systemd credential), and pays.
-@Suite(.serialized) struct ProtectedKeyCLITests {
+@Suite(.serialized, .ownThread) struct ProtectedKeyCLITests {
     @Test func theGatewayOpensWithAPassphraseProtectedKey() throws {
         let s = try PaymentsCLITests.Stack()
         let kid = try #require(try FileManager.default.contentsOfDirectory(atPath: s.dir + "/gateway-keys").first { $0.hasSuffix(".key") })

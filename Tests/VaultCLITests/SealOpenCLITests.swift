@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@Suite(.serialized) struct SealOpenCLITests {
+@Suite(.serialized, .ownThread) struct SealOpenCLITests {
     @Test func keygenPrintsKidWritesModesAndRefusesOverwrite() throws {
         let keys = try TestKeys()
         defer { keys.remove() }

@@ -4,7 +4,7 @@ import VaultClient
 import VaultCrypto
 
 /// The real `vault serve` binary on a temporary Unix socket, driven with curl.
-@Suite(.serialized) struct ServeCLITests {
+@Suite(.serialized, .ownThread) struct ServeCLITests {
     struct Sidecar {
         let dir: String
         var socket: String { dir + "/vault.sock" }
@@ -294,14 +294,14 @@ import VaultCrypto
             let group = DispatchGroup()
             for _ in 0..<4 {
                 group.enter()
-                DispatchQueue.global().async {
+                Thread {
                     defer { group.leave() }
                     for _ in 0..<10_000 {
                         guard let answer = try? client.tokenize(cardJSON: card), answer.status == 201,
                               let token = answer.json?["token"] as? String else { return }
                         acked.add(token)
                     }
-                }
+                }.start()
             }
             usleep(400_000)
             kill(s.process!.processIdentifier, SIGKILL)

@@ -4,7 +4,7 @@ import Testing
 /// Settlement seen from the sidecar's API, against the recording processor of the payment drill
 /// (Tests/Interop/recording_processor.py) through the relay: a payment whose answer is lost is
 /// `processing` (202) and settles later, and a checkout session paid by it follows it.
-@Suite(.serialized) struct SettlementCLITests {
+@Suite(.serialized, .ownThread) struct SettlementCLITests {
     /// The drill's stand-in processor: idempotent by key, with faults switched at run time.
     final class RecordingProcessor: @unchecked Sendable {
         let process = Process()

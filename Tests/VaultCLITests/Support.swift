@@ -57,13 +57,15 @@ func run(_ executable: String, _ arguments: [String], input: Data = Data(), envi
     process.standardOutput = stdout
     process.standardError = stderr
     try process.run()
-    // Feed stdin and drain both outputs concurrently so large inputs cannot deadlock.
+    // Feed stdin and drain both outputs concurrently so large inputs cannot deadlock. The readers
+    // are threads of their own: a read that blocks must not hold a thread of the pool that Swift's
+    // tasks share with `DispatchQueue.global()` (`OwnThread`).
     let group = DispatchGroup()
     nonisolated(unsafe) var out = Data(), err = Data()
     group.enter()
-    DispatchQueue.global().async { out = stdout.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+    Thread { out = stdout.fileHandleForReading.readDataToEndOfFile(); group.leave() }.start()
     group.enter()
-    DispatchQueue.global().async { err = stderr.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+    Thread { err = stderr.fileHandleForReading.readDataToEndOfFile(); group.leave() }.start()
     try? stdin.fileHandleForWriting.write(contentsOf: input)
     try? stdin.fileHandleForWriting.close()
     group.wait()

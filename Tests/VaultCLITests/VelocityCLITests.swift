@@ -6,7 +6,7 @@ import Testing
 /// writes a `velocity.limited` event and counts a metric; declines are counted apart from
 /// attempts; a window slides; two sidecars on one PostgreSQL share the counters; bad rules are
 /// refused by `vault config check`.
-@Suite(.serialized) struct VelocityCLITests {
+@Suite(.serialized, .ownThread) struct VelocityCLITests {
     typealias Stack = PaymentsCLITests.Stack
 
     static func json(_ body: String) -> [String: Any] { (try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any]) ?? [:] }

@@ -7,7 +7,7 @@ import Testing
 /// state; a receiver answering 500 gets the event again with the same id; bad webhook settings
 /// stop the start with `CONFIG_INVALID` (exit 11). The kill -9 and outage drill is
 /// scripts/webhook-drill.
-@Suite(.serialized) struct WebhookCLITests {
+@Suite(.serialized, .ownThread) struct WebhookCLITests {
     typealias Stack = PaymentsCLITests.Stack
 
     static func json(_ text: String) -> [String: Any] { (try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]) ?? [:] }

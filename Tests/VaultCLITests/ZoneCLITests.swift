@@ -5,7 +5,7 @@ import Testing
 /// sidecar zone's files (its keys directory and its store) is not enough to rebuild a PAN, the
 /// gateway computes every fingerprint (and refuses tampered envelopes at tokenize time), and no
 /// CVC reaches a store file.
-@Suite(.serialized) struct ZoneCLITests {
+@Suite(.serialized, .ownThread) struct ZoneCLITests {
     typealias Stack = PaymentsCLITests.Stack
 
     static func json(_ text: String) -> [String: Any] {
