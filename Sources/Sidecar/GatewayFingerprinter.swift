@@ -30,6 +30,8 @@ public final class GatewayFingerprinter: Fingerprinter, @unchecked Sendable {
 
     let client: SidecarClient
     let maxBatch: Int
+    /// The calling threads' name, as `top -H` shows it.
+    static let threadName = "vault-fprints"
     let maxInFlight: Int
     let retryAfter: Duration
     let idleExit: TimeInterval
@@ -94,8 +96,13 @@ public final class GatewayFingerprinter: Fingerprinter, @unchecked Sendable {
         }
         condition.unlock()
         if start {
-            let thread = Thread { [self] in work() }
-            thread.name = "vault-fingerprints"
+            let thread = Thread { [self] in
+                // Named from the thread itself: `Thread.name` does not reach the kernel on Linux
+                // (`top -H`, `perf` and /proc show this name; 15 bytes at most).
+                try? Self.threadName.write(toFile: "/proc/thread-self/comm", atomically: false, encoding: .utf8)
+                work()
+            }
+            thread.name = Self.threadName
             thread.start()
         }
     }

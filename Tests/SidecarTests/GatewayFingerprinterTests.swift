@@ -112,6 +112,10 @@ struct GatewayFingerprinterTests {
         // One call of 1, then the 20 queued ones in one call (one call at a time by default).
         #expect(gateway.batches == [1, 20])
         #expect(gateway.connections == 1)
+        // The calling thread carries its name where `top -H` and `perf` read it.
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        let names = tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
+        #expect(names.contains(GatewayFingerprinter.threadName + "\n"))
     }
 
     @Test func tokenizesQueuedDuringAFailedCallAreAnsweredWithoutAnotherCall() async throws {

@@ -13,6 +13,8 @@ struct CheckpointerTests {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let server = try await db.sqlitePool!.writeWithoutTransaction { try Int.fetchOne($0, sql: "PRAGMA wal_autocheckpoint") }
         #expect(server == 0)
+        // The checkpoints' thread carries its name where `top -H` and `perf` read it.
+        #expect(Self.threadNames().contains(SQLiteCheckpointer.threadName))
         let tool = try Database(sqlitePath: dir + "/t.sqlite")
         #expect(tool.checkpointer == nil)
         let toolSetting = try await tool.sqlitePool!.writeWithoutTransaction { try Int.fetchOne($0, sql: "PRAGMA wal_autocheckpoint") }
@@ -56,5 +58,12 @@ struct CheckpointerTests {
             }
         }
         #expect(try #require(db.checkpointer).walStartedOver >= 1, "the WAL never started over")
+    }
+
+    /// The kernel's names of this process's threads.
+    static func threadNames() -> [String] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
+            .map { $0.trimmingCharacters(in: .newlines) }
     }
 }
