@@ -366,7 +366,7 @@ func relay(_ input: UnsafeRawBufferPointer) {
             check(status < 500, "5xx is never an outcome: \(outcome)")
             check(!(300..<400).contains(status), "a redirect is never an outcome: \(outcome)")
         } catch {
-            check((error as? ProcessorError)?.code == .gatewayUnavailable, "unreadable answers are ProcessorError.unavailable")
+            check(error.code == .gatewayUnavailable, "unreadable answers are ProcessorError.unavailable")
         }
     }
 }
