@@ -92,19 +92,7 @@ final class SQLiteReaders: Sendable {
         let statements: SQLiteStatements
 
         init(path: String) throws(DatabaseError) {
-            var h: OpaquePointer?
-            let rc = sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nil)
-            guard rc == SQLITE_OK, let h else {
-                if let h { sqlite3_close_v2(h) }
-                throw DatabaseError(resultCode: ResultCode(rawValue: rc))
-            }
-            sqlite3_extended_result_codes(h, 1)
-            sqlite3_busy_timeout(h, Int32(Database.busyTimeout * 1000))
-            let pragma = sqlite3_exec(h, "PRAGMA temp_store = MEMORY", nil, nil, nil)
-            guard pragma == SQLITE_OK else {
-                sqlite3_close_v2(h)
-                throw DatabaseError(resultCode: ResultCode(rawValue: pragma))
-            }
+            let h = try openConnection(path, SQLITE_OPEN_READONLY, first: "PRAGMA temp_store = MEMORY")
             handle = h
             statements = SQLiteStatements(handle: h)
         }
@@ -307,22 +295,11 @@ final class SQLiteCheckpointer: @unchecked Sendable {
     /// context holds this object for the connection's lifetime (one per server store).
     static func start(path: String, writer db: GRDB.Database) throws(DatabaseError) -> SQLiteCheckpointer {
         guard let writer = db.sqliteConnection else { throw DatabaseError(resultCode: .SQLITE_MISUSE) }
-        var h: OpaquePointer?
-        let rc = sqlite3_open_v2(path, &h, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nil)
-        guard rc == SQLITE_OK, let h else {
-            if let h { sqlite3_close_v2(h) }
-            throw DatabaseError(resultCode: ResultCode(rawValue: rc))
-        }
-        sqlite3_extended_result_codes(h, 1)
         // A connection opens the WAL on its first read; until then a checkpoint does nothing. The
-        // read waits for another process's lock as the store's connections do.
-        sqlite3_busy_timeout(h, Int32(Database.busyTimeout * 1000))
-        let read = sqlite3_exec(h, "SELECT count(*) FROM sqlite_master", nil, nil, nil)
+        // read waits for another process's lock as the store's connections do; the checkpoints
+        // wait for none.
+        let h = try openConnection(path, SQLITE_OPEN_READWRITE, first: "SELECT count(*) FROM sqlite_master")
         sqlite3_busy_timeout(h, 0)
-        guard read == SQLITE_OK else {
-            sqlite3_close_v2(h)
-            throw DatabaseError(resultCode: ResultCode(rawValue: read))
-        }
         let checkpointer = SQLiteCheckpointer()
         checkpointer.running = true
         let connection = UnsafeSendable(h)
@@ -411,6 +388,26 @@ final class SQLiteCheckpointer: @unchecked Sendable {
             }
         }
     }
+}
+
+/// A connection of our own to the store at `path` (`flags`: read-only or read-write), with
+/// extended result codes and the store's busy timeout, after running `first` on it; closed again
+/// if that fails.
+private func openConnection(_ path: String, _ flags: Int32, first: String) throws(DatabaseError) -> OpaquePointer {
+    var h: OpaquePointer?
+    let rc = sqlite3_open_v2(path, &h, flags | SQLITE_OPEN_NOMUTEX, nil)
+    guard rc == SQLITE_OK, let h else {
+        if let h { sqlite3_close_v2(h) }
+        throw DatabaseError(resultCode: ResultCode(rawValue: rc))
+    }
+    sqlite3_extended_result_codes(h, 1)
+    sqlite3_busy_timeout(h, Int32(Database.busyTimeout * 1000))
+    let done = sqlite3_exec(h, first, nil, nil, nil)
+    guard done == SQLITE_OK else {
+        sqlite3_close_v2(h)
+        throw DatabaseError(resultCode: ResultCode(rawValue: done))
+    }
+    return h
 }
 
 /// A value handed to another thread that uses it alone from then on.

@@ -232,14 +232,22 @@ import Testing
 /// Passphrase-protected secret keys end to end: the gateway refuses to start without the
 /// passphrase, starts with it (file or systemd credential), and pays.
 @Suite(.serialized, .ownThread) struct ProtectedKeyCLITests {
-    @Test func theGatewayOpensWithAPassphraseProtectedKey() throws {
-        let s = try PaymentsCLITests.Stack()
+    /// Writes a passphrase to `passphraseFile` (0600) and protects the stack's gateway key with it
+    /// (`vault keys protect --kdf kdf`); the key's file name.
+    @discardableResult
+    static func protectGatewayKey(_ s: PaymentsCLITests.Stack, passphraseFile pass: String, kdf: String) throws -> String {
         let kid = try #require(try FileManager.default.contentsOfDirectory(atPath: s.dir + "/gateway-keys").first { $0.hasSuffix(".key") })
-        let pass = s.dir + "/passphrase"
         try "correct horse battery staple\n".write(toFile: pass, atomically: true, encoding: .utf8)
         chmod(pass, 0o600)
-        let protect = try vault("keys", "protect", s.dir + "/gateway-keys/" + kid, "--passphrase-file", pass, "--kdf", "interactive")
+        let protect = try vault("keys", "protect", s.dir + "/gateway-keys/" + kid, "--passphrase-file", pass, "--kdf", kdf)
         #expect(protect.status == 0, "\(protect.stderr)")
+        return kid
+    }
+
+    @Test func theGatewayOpensWithAPassphraseProtectedKey() throws {
+        let s = try PaymentsCLITests.Stack()
+        let pass = s.dir + "/passphrase"
+        let kid = try Self.protectGatewayKey(s, passphraseFile: pass, kdf: "interactive")
         let line = try String(contentsOfFile: s.dir + "/gateway-keys/" + kid, encoding: .utf8)
         #expect(line.hasPrefix("vault:skp:v1:") && !line.contains("vault:sk:v1:"))
 
@@ -262,13 +270,8 @@ import Testing
     /// gateway answers while it runs, instead of after it.
     @Test func aKeyReloadDoesNotHoldUpRequests() throws {
         let s = try PaymentsCLITests.Stack()
-        let kid = try #require(try FileManager.default.contentsOfDirectory(atPath: s.dir + "/gateway-keys").first { $0.hasSuffix(".key") })
-        let pass = s.dir + "/gateway-keys/passphrase"
-        try "correct horse battery staple\n".write(toFile: pass, atomically: true, encoding: .utf8)
-        chmod(pass, 0o600)
         // moderate: about a second of Argon2id per load.
-        let protect = try vault("keys", "protect", s.dir + "/gateway-keys/" + kid, "--passphrase-file", pass, "--kdf", "moderate")
-        #expect(protect.status == 0, "\(protect.stderr)")
+        try Self.protectGatewayKey(s, passphraseFile: s.dir + "/gateway-keys/passphrase", kdf: "moderate")
         try s.startGateway(processor: ["--processor", "sandbox:" + s.ledger], environment: ["CREDENTIALS_DIRECTORY": s.dir + "/gateway-keys"])
         #expect(try s.curl(s.gatewaySocket, "GET", "/v1/health").0 == 200)
         kill(s.gateway!.processIdentifier, SIGHUP)
