@@ -57,6 +57,18 @@ import VaultCrypto
         #expect(first.hasSuffix("\r\n\r\n{\"amount\":1050}") && first.lowercased().contains("content-length: 15\r\n"), "\(first)")
     }
 
+    /// Test hygiene: a stopped server's connection threads end even while a client keeps its
+    /// connection alive (they used to stay blocked in `recv` for the rest of the test process).
+    @Test func aStoppedScriptedServerServesNoConnection() async throws {
+        let server = try Self.echo()
+        let http = Self.client(server.path)
+        _ = try await http.call(.GET, "/v1/health", body: nil, timeout: Self.patience)
+        #expect(server.serving == 1 && http.idleCount == 1)
+        server.stop()
+        for _ in 0..<500 where server.serving > 0 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(server.serving == 0)
+    }
+
     @Test func noSocketIsUnreachableAndNothingWasSent() async throws {
         let client = Self.gatewayClient(NSTemporaryDirectory() + "no-gateway-\(UUID().uuidString).sock")
         let failure = await Self.failure { () throws(GatewayClient.Failure) in _ = try await client.authorization(of: "pay_1") }

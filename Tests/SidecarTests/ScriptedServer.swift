@@ -12,11 +12,15 @@ final class ScriptedServer: @unchecked Sendable {
     private let lock = NSLock()
     private var _connections = 0
     private var _requests: [String] = []
+    /// Connections still being served; `stop` shuts them down, so no serving thread outlives its test.
+    private var open: Set<Int32> = []
     let serve: @Sendable (ScriptedServer, Int32) -> Void
     let listening: Bool
 
     var connections: Int { lock.withLock { _connections } }
     var requests: [String] { lock.withLock { _requests } }
+    /// Connections whose `serve` has not returned yet.
+    var serving: Int { lock.withLock { open.count } }
 
     init(listening: Bool = true, _ serve: @escaping @Sendable (ScriptedServer, Int32) -> Void) throws {
         path = NSTemporaryDirectory() + "gw-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
@@ -36,10 +40,13 @@ final class ScriptedServer: @unchecked Sendable {
         Thread.detachNewThread { [self] in accept() }
     }
 
-    /// Stops accepting. The accepting thread closes the listener itself, so that its number
-    /// is never reused (by another test's socket) while that thread could still accept on it.
+    /// Stops accepting and ends the connections still open: their threads' reads see the end and
+    /// return. The accepting thread closes the listener itself, and each connection's thread its
+    /// own socket (under the lock, so that a number shut down here is never one already reused by
+    /// another test's socket).
     func stop() {
         shutdown(listener, Int32(SHUT_RDWR))
+        lock.withLock { for fd in open { shutdown(fd, Int32(SHUT_RDWR)) } }
         if !listening { close(listener) }
         unlink(path)
     }
@@ -51,10 +58,10 @@ final class ScriptedServer: @unchecked Sendable {
                 close(listener)
                 return
             }
-            lock.withLock { _connections += 1 }
+            lock.withLock { _connections += 1; open.insert(fd) }
             Thread.detachNewThread { [self] in
                 serve(self, fd)
-                close(fd)
+                lock.withLock { open.remove(fd); close(fd) }
             }
         }
     }
