@@ -166,7 +166,10 @@ public final class RelayProcessor: PaymentProcessor {
                 metrics.settled("settled")
                 return try await record(outcome, held)
             case .notFound:
-                if isQuiet(row, at: t), try await store("forget the row", { () throws(StoreError) in
+                // Forgotten only when nothing else can settle it: with a re-send the processor's
+                // own idempotency key settles it whether or not the first send ever arrived (a
+                // "not found" may come from a processor still working on it, or whose lookups lag).
+                if !settle.resend, isQuiet(row, at: t), try await store("forget the row", { () throws(StoreError) in
                     try await ledger.forget(held.paymentID, attempts: held.attempts, heldUntil: held.leaseUntil)
                 }) {
                     // The processor never got any send (and none can still arrive): nothing was
@@ -263,6 +266,7 @@ public final class RelayProcessor: PaymentProcessor {
     }
 
     static let notKnownYet = "the processor's status query does not know the payment yet"
+    static let notKnownResend = "the processor's status query does not know the payment: to be re-sent under its idempotency key"
 
     /// What one send told.
     enum SendResult: Sendable {
@@ -466,6 +470,14 @@ public final class RelayProcessor: PaymentProcessor {
             metrics.settled("settled")
             _ = try? await record(outcome, held)
             logger.notice("payment settled by the processor's status query", metadata: ["payment": "\(row.paymentID)", "status": "\(outcome.status)"])
+        case .notFound where settle.resend:
+            // Never forgotten while a re-send can settle it: "not found" may come from a processor
+            // still working on the first send, or whose lookups lag, and a new payment for the
+            // same order would then be a second charge. Due once no send can still arrive: the
+            // sidecar, which holds the card's envelope, re-posts it, and the processor's
+            // idempotency key (the payment id) makes the re-send charge at most once.
+            metrics.settled("unknown")
+            _ = await leaveUnknown(held, reason: Self.notKnownResend, at: isQuiet(row, at: t) ? t : quietAgain(held))
         case .notFound where isQuiet(row, at: t):
             if (try? await ledger.forget(held.paymentID, attempts: held.attempts, heldUntil: held.leaseUntil)) == true {
                 metrics.settled("not_received")

@@ -263,9 +263,9 @@ import VaultOpen
     }
 
     /// A gateway killed mid-call leaves its row `sending` with a lease that runs out: the
-    /// settler's status query finds the charge (settled); a row the processor never got, once no
-    /// send can still arrive, is deleted (nothing charged: 404); one asked too soon after its send
-    /// waits.
+    /// settler's status query finds the charge (settled); a row the status query does not know is
+    /// kept, since the template re-sends under the processor's idempotency key: due at once once
+    /// no send can still arrive (the sidecar re-posts it), later when asked too soon after its send.
     @Test func aGatewayKilledMidCallIsSettledByTheSettler() async throws {
         let f = try Fixture()
         defer { f.remove() }
@@ -292,11 +292,58 @@ import VaultOpen
         await settler.tick()
         let settled = try #require(try await store.entry(charged))
         #expect(settled.state == .done && settled.status == "succeeded" && settled.reference?.hasPrefix("ch_") == true, "\(settled)")
+        // Not forgotten: a processor still working on the dead gateway's send, or whose lookups
+        // lag, answers "not found" too, and a forgotten payment id invites a second payment.
+        let kept = try #require(try await store.entry(never))
+        #expect(kept.state == .unknown && kept.reason?.contains("re-sent under its idempotency key") == true && kept.nextTryAt.map { $0 <= Date() } == true, "\(kept)")
+        guard case .pending(let pending)? = try await relay.authorization(of: never) else { Issue.record("not pending"); return }
+        #expect(pending.resend && !pending.inFlight, "\(pending)")
+        let waiting = try #require(try await store.entry(tooSoon))
+        #expect(waiting.state == .unknown && waiting.nextTryAt.map { $0 > Date() } == true, "\(waiting)")
+        #expect(Self.seen(processor, charged).charges == 1 && Self.seen(processor, never).posts == 0)
+    }
+
+    /// Without a re-send (a status query only), a row the processor never got is deleted once no
+    /// send can still arrive: nothing was charged (404), and nothing else could ever settle it.
+    @Test func aRowNeverReceivedIsForgottenOnlyWithoutAResend() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        let processor = try StandIn(dir: f.dir, name: "p")
+        defer { processor.stop() }
+        let store = try await LedgerBackend.sqlite(f.dir + "/ledger.sqlite")
+        let relay = try await RelayProcessorTests.load(
+            Self.template(port: processor.port, scenario: "ok", settle: ["status": true]), dir: f.dir, ledger: store, timing: Self.timing)
+        let settler = LedgerSettler(ledger: store, processor: relay, metrics: relay.metrics, logger: Logger(label: "test"))
+        let never = RandomID.make(prefix: "pay_")
+        try await Self.leftUnknown(store, never, processor: relay.name, envelopeID: "env_x", age: 60)
+        await settler.tick()
         #expect(try await store.entry(never) == nil)
         #expect(try await relay.authorization(of: never) == nil)
-        let waiting = try #require(try await store.entry(tooSoon))
-        #expect(waiting.state == .unknown && waiting.nextTryAt != nil, "\(waiting)")
-        #expect(Self.seen(processor, charged).charges == 1 && Self.seen(processor, never).posts == 0)
+        #expect(Self.seen(processor, never).queries == 1 && Self.seen(processor, never).posts == 0)
+    }
+
+    /// A re-post of a row whose status query does not know it, with a template that re-sends:
+    /// the row is kept (its attempts go on, its deadline stays) and the re-send carries the same
+    /// processor idempotency key. One send, one charge.
+    @Test func aRepostOfAPaymentNotFoundIsResentUnderItsKey() async throws {
+        let f = try Fixture()
+        defer { f.remove() }
+        let processor = try StandIn(dir: f.dir, name: "p")
+        defer { processor.stop() }
+        let store = try await LedgerBackend.sqlite(f.dir + "/ledger.sqlite")
+        let relay = try await RelayProcessorTests.load(
+            Self.template(port: processor.port, scenario: "ok", settle: ["status": true, "resend": true]), dir: f.dir, ledger: store,
+            timing: Self.timing)
+        let card = try Self.card(f, try f.envelope("4242424242424242"))
+        let payment = RandomID.make(prefix: "pay_")
+        try await Self.leftUnknown(store, payment, processor: relay.name, envelopeID: card.envelopeID, age: 120)
+        let before = try #require(try await store.entry(payment))
+        let outcome = try await relay.authorize(Self.request(payment), card: card)
+        guard case .succeeded = outcome else { Issue.record("\(outcome)"); return }
+        let seen = Self.seen(processor, payment)
+        #expect(seen.queries == 1 && seen.posts == 1 && seen.charges == 1, "\(seen)")
+        let row = try #require(try await store.entry(payment))
+        #expect(row.state == .done && row.attempts == before.attempts + 1 && row.deadlineAt == before.deadlineAt, "\(row)")
     }
 
     // MARK: - Two gateways on one store
