@@ -473,11 +473,12 @@ public final class RelayProcessor: PaymentProcessor {
         case .notFound where settle.resend:
             // Never forgotten while a re-send can settle it: "not found" may come from a processor
             // still working on the first send, or whose lookups lag, and a new payment for the
-            // same order would then be a second charge. Due once no send can still arrive: the
-            // sidecar, which holds the card's envelope, re-posts it, and the processor's
-            // idempotency key (the payment id) makes the re-send charge at most once.
+            // same order would then be a second charge. Due again with backoff, and never before
+            // no send can still arrive: the sidecar, which holds the card's envelope, re-posts
+            // it, and the processor's idempotency key (the payment id) makes the re-send charge
+            // at most once; a row nobody re-posts is asked about again until its deadline.
             metrics.settled("unknown")
-            _ = await leaveUnknown(held, reason: Self.notKnownResend, at: isQuiet(row, at: t) ? t : quietAgain(held))
+            _ = await leaveUnknown(held, reason: Self.notKnownResend, at: isQuiet(row, at: t) ? nil : quietAgain(held))
         case .notFound where isQuiet(row, at: t):
             if (try? await ledger.forget(held.paymentID, attempts: held.attempts, heldUntil: held.leaseUntil)) == true {
                 metrics.settled("not_received")
