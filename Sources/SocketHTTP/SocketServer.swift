@@ -123,10 +123,30 @@ public enum SocketServer {
         #endif
     }
 
+    /// The open-file limit a server runs with: its hard limit. Each client connection holds a
+    /// file descriptor, and systemd starts services with a soft limit of 1,024 (hard 524,288):
+    /// a thousand idle or slow connections from local callers would otherwise leave the server
+    /// unable to accept one more, or to open its store's files. Nil when the soft limit is the
+    /// hard one already.
+    public static func raisedOpenFileLimit(_ current: rlimit) -> rlimit? {
+        guard current.rlim_cur < current.rlim_max else { return nil }
+        return rlimit(rlim_cur: current.rlim_max, rlim_max: current.rlim_max)
+    }
+
+    /// Sets `raisedOpenFileLimit` for this process (at a server's start); a refusal is logged.
+    public static func raiseOpenFileLimit(logger: Logger) {
+        var current = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &current) == 0, var raised = raisedOpenFileLimit(current) else { return }
+        if setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &raised) != 0 {
+            logger.warning("cannot raise the open-file limit", metadata: ["soft": "\(current.rlim_cur)", "hard": "\(current.rlim_max)"])
+        }
+    }
+
     public static func run<Responder: HTTPResponderBuilder>(
         _ router: Responder, socketPath: String, mode: mode_t, group: gid_t?, serverName: String, services: [any Service],
         logger: Logger, listening: @escaping @Sendable () -> Void
     ) async throws where Responder.Responder.Context: InitializableFromSource<ApplicationRequestContextSource> {
+        raiseOpenFileLimit(logger: logger)
         try SocketFile.prepare(socketPath)
         let bindPath = try SocketFile.privateBindPath(for: socketPath)
         defer { SocketFile.discard(bindPath) }

@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Logging
 import SocketHTTP
 import Testing
 
@@ -29,5 +33,24 @@ struct EventLoopCountTests {
             let problem = SocketServer.eventLoopSettingProblem(environment: ["VAULT_EVENT_LOOPS": refused])
             #expect(problem == "VAULT_EVENT_LOOPS must be a whole number from 1 to 64", "\(refused)")
         }
+    }
+}
+
+/// A server raises its open-file limit to the hard one (`SocketServer.raisedOpenFileLimit`): each
+/// connection holds a descriptor, and systemd's soft limit of 1,024 would let a thousand idle
+/// local connections stop the server from accepting.
+struct OpenFileLimitTests {
+    @Test func theSoftLimitIsRaisedToTheHardOne() {
+        let raised = SocketServer.raisedOpenFileLimit(rlimit(rlim_cur: 1024, rlim_max: 524_288))
+        #expect(raised?.rlim_cur == 524_288 && raised?.rlim_max == 524_288)
+        #expect(SocketServer.raisedOpenFileLimit(rlimit(rlim_cur: 4096, rlim_max: 4096)) == nil)
+    }
+
+    /// In this process: afterwards the soft limit is the hard one.
+    @Test func aServerRunsAtItsHardLimit() {
+        SocketServer.raiseOpenFileLimit(logger: Logger(label: "test"))
+        var now = rlimit()
+        #expect(getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &now) == 0)
+        #expect(now.rlim_cur == now.rlim_max)
     }
 }
