@@ -75,8 +75,32 @@ public struct ThreeDSValidator: Sendable {
 
     /// Validates `jwt` for the challenge whose request had `expectedAudience` as its `jti`.
     /// Returns the action and the result's own `jti` (for the replay check).
+    /// Three non-empty base64url parts (`A–Z a–z 0–9 - _`, no padding) joined by dots.
+    static func isCompactJWS(_ text: String) -> Bool {
+        var dots = 0, partLength = 0
+        for b in text.utf8 {
+            switch b {
+            case UInt8(ascii: "."):
+                guard partLength > 0 else { return false }
+                dots += 1
+                partLength = 0
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "-"), UInt8(ascii: "_"):
+                partLength += 1
+            default:
+                return false
+            }
+        }
+        return dots == 2 && partLength > 0
+    }
+
     public func validate(_ jwt: String, expectedAudience: String, now: Date = Date()) async throws(Failure) -> (Action, String) {
         guard jwt.utf8.count <= 8192 else { throw Failure(code: .threeDSJWTInvalid, message: "the 3DS result is too long") }
+        // A compact JWS and nothing else: three base64url parts. The JWT library's decoding
+        // tolerated a trailing NUL after a genuine result (outside audit).
+        guard Self.isCompactJWS(jwt) else {
+            throw Failure(code: .threeDSJWTInvalid, message: "the 3DS result is not a JWT (three base64url parts)")
+        }
         let claims: Claims
         do {
             claims = try await keys.verify(jwt, as: Claims.self)

@@ -233,6 +233,11 @@ import VaultOpen
                 (otherJWT, "THREE_DS_JWT_MISMATCH"),
                 ("eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0." + segment + ".", "THREE_DS_JWT_INVALID"),
                 ("not a jwt", "THREE_DS_JWT_INVALID"),
+                // A genuine result with anything more is not a JWT (a trailing NUL got through).
+                (goodJWT + "\\u0000", "THREE_DS_JWT_INVALID"),
+                (goodJWT + " ", "THREE_DS_JWT_INVALID"),
+                (goodJWT + "=", "THREE_DS_JWT_INVALID"),
+                (goodJWT + ".", "THREE_DS_JWT_INVALID"),
             ]
             for (jwt, code) in cases {
                 let (s, json, text) = try await Self.post(client, "/v1/authorizations/\(payment)/confirm", #"{"three_ds_result":"\#(jwt)"}"#)
