@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
+import NIOHTTP1
 import VaultCrypto
 
 /// The conventions every answer of an HTTP API follows (README "Conventions"), as the outermost
@@ -50,6 +51,11 @@ public struct ConventionsMiddleware<Context: RequestContext>: RouterMiddleware {
         } catch let error as any HTTPResponseError {
             code = (error as? APIError)?.code.rawValue
             response = try error.response(from: request, context: context)
+        } catch let error as HTTPParserError {
+            // The body's framing was malformed (a bad chunk size): the server answers 400
+            // REQUEST_MALFORMED itself (`ParserRefusalBodyHandler`) and closes the connection.
+            if logRequests { log(request, context: context, matched: matched, status: 400, code: ErrorCode.requestMalformed.rawValue, since: start) }
+            throw error
         } catch {
             if logRequests { log(request, context: context, matched: matched, status: 500, code: "INTERNAL", since: start) }
             throw error

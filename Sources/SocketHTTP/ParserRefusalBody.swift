@@ -44,3 +44,23 @@ public final class ParserRefusalBodyHandler: ChannelOutboundHandler, RemovableCh
         }
     }
 }
+
+/// Closes the connection after answering a `CONNECT` (no route takes one: 405 or 404). NIO frames
+/// an answer to `CONNECT` without a body (a 2xx would start a tunnel) and its parser stops reading
+/// the connection's later bytes, so a kept-alive connection would then wait for ever (outside
+/// audit): marked `Connection: close`, the request ends its connection once answered.
+public final class ConnectRefusalHandler: ChannelInboundHandler, RemovableChannelHandler {
+    public typealias InboundIn = HTTPRequestPart
+    public typealias InboundOut = HTTPRequestPart
+
+    public init() {}
+
+    public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .head(var head) = unwrapInboundIn(data), head.method == .connect {
+            head.headerFields[.connection] = "close"
+            context.fireChannelRead(wrapInboundOut(.head(head)))
+            return
+        }
+        context.fireChannelRead(data)
+    }
+}

@@ -2,6 +2,7 @@ import Audit
 import Foundation
 import HTTPTypes
 import Hummingbird
+import NIOHTTP1
 import Prometheus
 import Synchronization
 import VaultCrypto
@@ -195,8 +196,11 @@ public struct MetricsMiddleware<Context: RequestContext>: RouterMiddleware {
                 duration: ContinuousClock.now - start, errorCode: coded.code.rawValue)
             throw error
         } catch {
-            let status = (error as? any HTTPResponseError)?.status.code ?? 500
-            let code = (error as? APIError)?.code.rawValue ?? "HTTP_\(status)"
+            // A body whose framing is malformed is answered 400 REQUEST_MALFORMED by the server
+            // (`ParserRefusalBodyHandler`), not 500.
+            let malformed = error is HTTPParserError
+            let status = malformed ? 400 : (error as? any HTTPResponseError)?.status.code ?? 500
+            let code = malformed ? ErrorCode.requestMalformed.rawValue : (error as? APIError)?.code.rawValue ?? "HTTP_\(status)"
             metrics.request(
                 route: context.endpointPath, method: request.method.rawValue, status: status,
                 duration: ContinuousClock.now - start, errorCode: code)

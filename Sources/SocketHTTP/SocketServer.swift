@@ -152,7 +152,7 @@ public enum SocketServer {
         defer { SocketFile.discard(bindPath) }
         let app = Application(
             router: router,
-            server: .http1(configuration: .init(additionalChannelHandlers: [PeerCredentialsHandler(), ParserRefusalBodyHandler()])),
+            server: .http1(configuration: .init(additionalChannelHandlers: [PeerCredentialsHandler(), ParserRefusalBodyHandler(), ConnectRefusalHandler()])),
             configuration: .init(address: .unixDomainSocket(path: bindPath), serverName: serverName),
             services: services,
             onServerRunning: { channel in

@@ -376,6 +376,40 @@ try:
     if not (head.startswith(b"HTTP/1.1 400") and b"Request-Id: " in head and json.loads(rest)["error"]["code"] == "REQUEST_MALFORMED"):
         problems.append(f"malformed framing: {answer!r}")
 
+    def raw_exchange(data):
+        """Sends `data` on a fresh connection; what came back until the server closed it (None
+        when it was still open after 10 s)."""
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.connect(sidecar)
+        conn.sendall(data)
+        conn.settimeout(10)
+        got = b""
+        try:
+            while chunk := conn.recv(65536):
+                got += chunk
+        except socket.timeout:
+            got = None
+        conn.close()
+        return got
+
+    # A body whose chunked framing is malformed: 400 REQUEST_MALFORMED, counted and logged as such
+    # (it was counted and logged as a 500 INTERNAL: outside audit).
+    answer = raw_exchange(b"POST /v1/tokens HTTP/1.1\r\nHost: vault\r\nContent-Type: application/json\r\n"
+                          b"Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n")
+    head, _, rest = (answer or b"").partition(b"\r\n\r\n")
+    if not (head.startswith(b"HTTP/1.1 400") and json.loads(rest or b"{}").get("error", {}).get("code") == "REQUEST_MALFORMED"):
+        problems.append(f"malformed chunked body: {answer!r}")
+    s, h, metrics = call("GET", "/metrics", expect=200)
+    if re.search(r'vault_http_requests_total\{route="/v1/tokens",method="POST",status="500"\}', metrics if isinstance(metrics, str) else ""):
+        problems.append("a malformed chunked body was counted as a 500")
+
+    # CONNECT: answered (NIO frames the answer without a body) and the connection closed, never
+    # left waiting (outside audit).
+    for path in (b"/v1/health", b"/nothing"):
+        answer = raw_exchange(b"CONNECT " + path + b" HTTP/1.1\r\nHost: vault\r\n\r\nGET /v1/health HTTP/1.1\r\nHost: vault\r\n\r\n")
+        if answer is None or not (answer.startswith(b"HTTP/1.1 405") or answer.startswith(b"HTTP/1.1 404")) or b"Request-Id: " not in answer:
+            problems.append(f"CONNECT {path!r}: {answer!r}")
+
     # Readiness with the gateway stopped: 503 NOT_READY naming the gateway (once the last answer,
     # reused for up to a second, has aged).
     procs[0].terminate()
