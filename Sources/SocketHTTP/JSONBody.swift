@@ -25,6 +25,31 @@ public enum JSONBody {
         guard isJSON(request.headers[.contentType]) else {
             throw APIError(.unsupportedMediaType, "send Content-Type: application/json (optionally with ; charset=utf-8)")
         }
+        return try await collect(request, limit: limit)
+    }
+
+    /// `read` for a route whose body is optional: nil when the request has none (however it is
+    /// framed: no length, `Content-Length: 0`, or chunked with no data), else the body, checked
+    /// as `read` checks it. A chunked body comes without a `Content-Length` (and NIO does not pass
+    /// `Transfer-Encoding` on), so the body itself says whether there is one.
+    public static func readIfAny(_ request: Request, limit: Int = maxBytes) async throws -> SecureBytes? {
+        let bytes = try await collect(request, limit: limit)
+        guard bytes.count > 0 else { return nil }
+        guard isJSON(request.headers[.contentType]) else {
+            throw APIError(.unsupportedMediaType, "send Content-Type: application/json (optionally with ; charset=utf-8)")
+        }
+        return bytes
+    }
+
+    /// `parse` of a body that may be absent (`readIfAny`): nil without one.
+    public static func parseIfAny<T>(
+        _ request: Request, limit: Int = maxBytes, _ body: (inout JSONReader) throws(VaultError) -> T
+    ) async throws -> T? {
+        guard let bytes = try await readIfAny(request, limit: limit) else { return nil }
+        return try bytes.withUnsafeBytes { raw throws(APIError) in try parse(raw, body) }
+    }
+
+    private static func collect(_ request: Request, limit: Int) async throws -> SecureBytes {
         var chunks: [ByteBuffer] = []
         defer { chunks.forEach(zeroInPlace) }
         var total = 0

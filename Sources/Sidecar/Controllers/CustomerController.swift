@@ -50,8 +50,10 @@ struct CustomerController: Sendable {
         let service = try service()
         let header = try RequestFields.idempotencyKeyHeader(request, reservedPrefix: MandateService.keyPrefix)
         var reference: String?, bodyKey: String?, metadata = Metadata()
-        if let length = request.headers[.contentLength], length != "0" {
-            (reference, bodyKey, metadata) = try await JSONBody.parse(request) {
+        // The body itself says whether there is one: a chunked body has no Content-Length, and
+        // was skipped unread, and with it the card-number check, the size limit and the
+        // idempotency key (outside audit).
+        if let parsed = try await JSONBody.parseIfAny(request, {
                 (r: inout JSONReader) throws(VaultError) -> (String?, String?, Metadata) in
                 var ref: String?, key: String?, metadata = Metadata()
                 try r.readObject { (r, key_) throws(VaultError) in
@@ -63,7 +65,8 @@ struct CustomerController: Sendable {
                     }
                 }
                 return (ref, key, metadata)
-            }
+            }) {
+            (reference, bodyKey, metadata) = parsed
         }
         let key = try IdempotentCreate.key(header: header, body: bodyKey)
         let (c, replayed) = try await service.create(reference: reference, metadata: metadata, key: key, scope: Caller.paymentScope)
