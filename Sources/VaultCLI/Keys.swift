@@ -171,6 +171,11 @@ struct SecretKeyOptions: ParsableArguments {
 /// kid to the ring as active, and records it in the audit log.
 func addKey(ring: RingOptions, secret: SecretKeyOptions) throws(VaultError) -> KeyID {
     var file = try ring.load()
+    // Every directory written below is checked before anything is written: a refusal leaves no
+    // key pair or public key behind (outside audit: an unsafe keys directory got both, then the
+    // refusal).
+    try KeyRingFile.checkWritable(path: ring.ringPath)
+    try KeyRingFile.checkWritable(path: ring.keys + "/ring-check")
     let (passphrase, cost) = try secret.passphrase()
     let kid = try KeyFiles.generateKeyPair(directory: secret.secretDir, passphrase: passphrase, cost: cost)
     let from = secret.secretDir + "/" + kid.rawValue + ".pub", to = ring.keys + "/" + kid.rawValue + ".pub"

@@ -222,6 +222,13 @@ public struct KeyRingFile: Sendable, Equatable {
     /// the mode set at creation), fsync, rename, directory fsync. Refuses a directory that group
     /// or others may write.
     /// - Throws: `KEYS_DIRECTORY_UNSAFE`, `IO_ERROR`.
+    /// Whether `write(path:)` could write there: the directory's checks alone, so that a command
+    /// refuses before it writes anything else (a key pair, a public key's copy).
+    /// - Throws: `KEYS_DIRECTORY_UNSAFE`, `KEY_FILE_NOT_FOUND`.
+    public static func checkWritable(path: String) throws(VaultError) {
+        try KeyFileIO.checkDirectory(KeyFileIO.parentDirectory(of: path))
+    }
+
     public func write(path: String) throws(VaultError) {
         try KeyFileIO.checkDirectory(KeyFileIO.parentDirectory(of: path))
         let bytes = Array(text.utf8)

@@ -206,6 +206,16 @@ import Testing
         // The ring is written through a random temporary name: the old guessable one is ignored.
         let initial = try vault("keys", "init", "--keys", keys)
         #expect(initial.status == 0, "\(initial.stderr)")
+        // `keys add` into an unsafe keys directory writes nothing at all: no pair in the secret
+        // directory, no public key beside the ring (it wrote both, then refused).
+        let before = (try FileManager.default.contentsOfDirectory(atPath: keys)).sorted()
+        let secretsBefore = (try FileManager.default.contentsOfDirectory(atPath: s.dir + "/gateway-keys")).sorted()
+        chmod(keys, 0o777)
+        let unsafeAdd = try vault("keys", "add", "--keys", keys, "--secret-dir", s.dir + "/gateway-keys")
+        chmod(keys, 0o755)
+        #expect(unsafeAdd.status == 2 && unsafeAdd.stderr.contains("KEYS_DIRECTORY_UNSAFE"), "\(unsafeAdd.status) \(unsafeAdd.stderr)")
+        #expect((try FileManager.default.contentsOfDirectory(atPath: keys)).sorted() == before)
+        #expect((try FileManager.default.contentsOfDirectory(atPath: s.dir + "/gateway-keys")).sorted() == secretsBefore)
         let added = try vault("keys", "add", "--keys", keys, "--secret-dir", s.dir + "/gateway-keys")
         #expect(added.status == 0, "\(added.stderr)")
         let kid = added.out.trimmingCharacters(in: .whitespacesAndNewlines)
