@@ -82,6 +82,7 @@ struct KeysInit: ParsableCommand {
             let now = Date()
             let file = try KeyRingFile(entries: kids.map { .init(kid: $0, status: $0 == chosen ? .primary : .active, created: now) })
             try file.write(path: ring.ringPath)
+            CLIAudit.record(ring.auditLog, action: "key_init", kid: chosen)
             try StandardIO.write(file.text)
         }
     }

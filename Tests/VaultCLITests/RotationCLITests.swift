@@ -33,7 +33,7 @@ import Testing
         let s = try Stack()
         let keys = s.dir + "/sidecar-keys", secrets = s.dir + "/gateway-keys", ring = keys + "/ring.json"
         let audit = s.dir + "/keys-audit.jsonl"
-        let initial = try vault("keys", "init", "--keys", keys)
+        let initial = try vault("keys", "init", "--keys", keys, "--audit-log", audit)
         #expect(initial.status == 0, "\(initial.stderr)")
         let oldKid = try #require(try vault("keys", "list", "--keys", keys).out.split(separator: "\n").dropFirst().first?.split(separator: " ").first.map(String.init))
         let sidecarAudit = s.dir + "/sidecar-audit.jsonl", gatewayAudit = s.dir + "/gateway-audit.jsonl"
@@ -174,7 +174,7 @@ import Testing
         #expect(sidecarLines.contains(#""action":"tokenize""#) && sidecarLines.contains(#""action":"pay""#) && sidecarLines.contains(#""action":"key_reload""#))
         #expect(try String(contentsOfFile: gatewayAudit, encoding: .utf8).contains(#""action":"authorize""#))
         let keyLines = try String(contentsOfFile: audit, encoding: .utf8)
-        for action in ["key_add", "key_promote", "rewrap", "key_retire"] { #expect(keyLines.contains(#""action":"\#(action)""#), "\(action)") }
+        for action in ["key_init", "key_add", "key_promote", "rewrap", "key_retire"] { #expect(keyLines.contains(#""action":"\#(action)""#), "\(action)") }
         #expect(!containsPAN(sidecarLines + keyLines))
         for file in [sidecarAudit, gatewayAudit, audit] {
             let ok = try vault("audit", "verify", file)
