@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import GRDB
 import PostgresNIO
 
 import VaultCrypto
@@ -254,9 +255,12 @@ extension StoreLocation {
     /// - Throws: `STORE_UNAVAILABLE` (the connection or TLS failure at start, with its reason),
     ///   `STORE_TOO_NEW`, `STORE_TLS_INVALID`, and whatever `body` throws.
     /// `server`: a server's store (SQLite statements on the calling thread, `Database.onCallingThread`).
-    public func withDatabase<T: Sendable>(logger: Logger, server: Bool = false, _ body: (Database) async throws -> T) async throws -> T {
+    public func withDatabase<T: Sendable>(
+        logger: Logger, server: Bool = false, existing: Bool = false, _ body: (Database) async throws -> T
+    ) async throws -> T {
         switch self {
         case .sqlite(let path):
+            if existing { try Self.checkVaultStore(sqlitePath: path) }
             let db = try Database(sqlitePath: path, onCallingThread: server)
             try await db.migrate()
             return try await body(db)
@@ -268,9 +272,35 @@ extension StoreLocation {
                 group.addTask { await client.run() }
                 defer { group.cancelAll() }
                 let db = Database(postgres: client, logger: logger, preparedStatements: location.preparedStatements)
+                if existing {
+                    do { _ = try await db.query("SELECT count(*) FROM vault_migrations", []) } catch {
+                        throw StoreError(.unavailable, "the PostgreSQL database is not a vault store (no vault_migrations table)")
+                    }
+                }
                 try await db.migrate()
                 return try await body(db)
             }
+        }
+    }
+}
+
+extension StoreLocation {
+    /// `existing`: an operator command's store must be one a vault made (its `vault_migrations`
+    /// table), checked read-only before it is opened for writing: pointed at another SQLite file,
+    /// a command wrote the whole vault schema into it (and switched it to WAL), and
+    /// `vault keys retire` then found no envelope there to refuse the retirement (outside audit).
+    static func checkVaultStore(sqlitePath path: String) throws(StoreError) {
+        do {
+            var configuration = Configuration()
+            configuration.readonly = true
+            let queue = try DatabaseQueue(path: path, configuration: configuration)
+            guard try queue.read({ try $0.tableExists("vault_migrations") }) else {
+                throw StoreError(.unavailable, "\(path) is not a vault store (no vault_migrations table)")
+            }
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError(.unavailable, "\(path) is not a vault store (\(Database.describe(error)))")
         }
     }
 }

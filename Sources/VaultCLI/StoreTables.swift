@@ -16,7 +16,7 @@ enum StoreTables {
     }
 
     /// Opens an operator command's store, migrated first as a sidecar starting on it would, runs
-    /// `body` over it, then closes it.
+    /// `body` over it, then closes it. Only a store a vault made (`StoreLocation.checkVaultStore`).
     /// - Throws: `STORE_UNAVAILABLE` (a SQLite file that does not exist is not created) and the
     ///   store's other codes, as `VaultError`; whatever `body` throws.
     static func withStore<T: Sendable>(_ store: String, logger: Logger, _ body: (Database) async throws -> T) async throws -> T {
@@ -25,7 +25,7 @@ enum StoreTables {
             throw VaultError(.storeUnavailable, "no SQLite store at \(path)", field: "--store")
         }
         do {
-            return try await location.withDatabase(logger: logger, body)
+            return try await location.withDatabase(logger: logger, existing: true, body)
         } catch let error as StoreError {
             throw VaultError(store: error)
         }

@@ -104,6 +104,15 @@ import Testing
         // Retiring the old key is refused while envelopes use it.
         let early = try vault("keys", "retire", oldKid, "--keys", keys, "--store", "sqlite:\(s.dir)/tokens.sqlite")
         #expect(early.status != 0 && early.stderr.contains("KEY_IN_USE"), "\(early.stderr)")
+        // ... and a SQLite file no vault made is refused and left as it was (it got the vault's
+        // schema, and then nothing there refused the retirement).
+        let foreign = s.dir + "/other.sqlite"
+        _ = try run("/usr/bin/env", ["python3", "-c", "import sqlite3; c=sqlite3.connect('\(foreign)'); c.execute('CREATE TABLE foo (x)'); c.commit()"])
+        let foreignBytes = FileManager.default.contents(atPath: foreign)
+        let wrongFile = try vault("keys", "retire", oldKid, "--keys", keys, "--store", "sqlite:" + foreign)
+        #expect(wrongFile.status != 0 && wrongFile.stderr.contains("STORE_UNAVAILABLE") && wrongFile.stderr.contains("not a vault store"), "\(wrongFile.stderr)")
+        #expect(FileManager.default.contents(atPath: foreign) == foreignBytes)
+        #expect(try !String(contentsOfFile: ring, encoding: .utf8).contains("retired"))
 
         // Rewrap while the load goes on; a first run killed part-way, a second one finishes.
         let rewrapArgs = ["rewrap", "--store", "sqlite:\(s.dir)/tokens.sqlite", "--keys", secrets, "--ring", ring]
