@@ -306,13 +306,9 @@ import VaultOpen
     /// Without a re-send (a status query only), a row the processor never got is deleted once no
     /// send can still arrive: nothing was charged (404), and nothing else could ever settle it.
     @Test func aRowNeverReceivedIsForgottenOnlyWithoutAResend() async throws {
-        let f = try Fixture()
-        defer { f.remove() }
-        let processor = try StandIn(dir: f.dir, name: "p")
-        defer { processor.stop() }
-        let store = try await LedgerBackend.sqlite(f.dir + "/ledger.sqlite")
-        let relay = try await RelayProcessorTests.load(
-            Self.template(port: processor.port, scenario: "ok", settle: ["status": true]), dir: f.dir, ledger: store, timing: Self.timing)
+        let rig = try await Self.rig(settle: ["status": true])
+        defer { rig.done() }
+        let (processor, store, relay) = (rig.processor, rig.store, rig.relay)
         let settler = LedgerSettler(ledger: store, processor: relay, metrics: relay.metrics, logger: Logger(label: "test"))
         let never = RandomID.make(prefix: "pay_")
         try await Self.leftUnknown(store, never, processor: relay.name, envelopeID: "env_x", age: 60)
@@ -326,14 +322,9 @@ import VaultOpen
     /// the row is kept (its attempts go on, its deadline stays) and the re-send carries the same
     /// processor idempotency key. One send, one charge.
     @Test func aRepostOfAPaymentNotFoundIsResentUnderItsKey() async throws {
-        let f = try Fixture()
-        defer { f.remove() }
-        let processor = try StandIn(dir: f.dir, name: "p")
-        defer { processor.stop() }
-        let store = try await LedgerBackend.sqlite(f.dir + "/ledger.sqlite")
-        let relay = try await RelayProcessorTests.load(
-            Self.template(port: processor.port, scenario: "ok", settle: ["status": true, "resend": true]), dir: f.dir, ledger: store,
-            timing: Self.timing)
+        let rig = try await Self.rig(settle: ["status": true, "resend": true])
+        defer { rig.done() }
+        let (f, processor, store, relay) = (rig.f, rig.processor, rig.store, rig.relay)
         let card = try Self.card(f, try f.envelope("4242424242424242"))
         let payment = RandomID.make(prefix: "pay_")
         try await Self.leftUnknown(store, payment, processor: relay.name, envelopeID: card.envelopeID, age: 120)
@@ -386,13 +377,9 @@ import VaultOpen
     /// (and no send can still arrive): nothing was charged, the row starts again at attempt 1 and
     /// this call sends it. One send, one charge.
     @Test func aRepostOfAPaymentNeverReceivedSendsItAfresh() async throws {
-        let f = try Fixture()
-        defer { f.remove() }
-        let processor = try StandIn(dir: f.dir, name: "p")
-        defer { processor.stop() }
-        let store = try await LedgerBackend.sqlite(f.dir + "/ledger.sqlite")
-        let relay = try await RelayProcessorTests.load(
-            Self.template(port: processor.port, scenario: "ok", settle: ["status": true]), dir: f.dir, ledger: store, timing: Self.timing)
+        let rig = try await Self.rig(settle: ["status": true])
+        defer { rig.done() }
+        let (f, processor, store, relay) = (rig.f, rig.processor, rig.store, rig.relay)
         let card = try Self.card(f, try f.envelope("4242424242424242"))
         let payment = RandomID.make(prefix: "pay_")
         try await Self.leftUnknown(store, payment, processor: relay.name, envelopeID: card.envelopeID, age: 120)
@@ -491,6 +478,28 @@ import VaultOpen
     }
 
     /// A row a call left unknown `age` seconds ago (sent once, its answer lost), due now.
+    /// A relay over a stand-in processor, its ledger in a SQLite store of its own: what a test of
+    /// one settlement step starts from. `done()` stops the processor and removes the files.
+    struct Rig {
+        let f: Fixture
+        let processor: StandIn
+        let store: LedgerStore
+        let relay: RelayProcessor
+        func done() {
+            processor.stop()
+            f.remove()
+        }
+    }
+
+    static func rig(settle: [String: Any]) async throws -> Rig {
+        let f = try Fixture()
+        let processor = try StandIn(dir: f.dir, name: "p")
+        let store = try await LedgerBackend.sqlite(f.dir + "/ledger.sqlite")
+        let relay = try await RelayProcessorTests.load(
+            Self.template(port: processor.port, scenario: "ok", settle: settle), dir: f.dir, ledger: store, timing: Self.timing)
+        return Rig(f: f, processor: processor, store: store, relay: relay)
+    }
+
     static func leftUnknown(_ store: LedgerStore, _ payment: String, processor: String, envelopeID: String, age: TimeInterval) async throws {
         let t = Date().addingTimeInterval(-age)
         _ = try await store.claim(LedgerEntry(
