@@ -286,10 +286,12 @@ extension StoreLocation {
 
 extension StoreLocation {
     /// `existing`: an operator command's store must be one a vault made (its `vault_migrations`
-    /// table), checked read-only before it is opened for writing: pointed at another SQLite file,
+    /// table) or an empty file, checked read-only before it is opened for writing: pointed at another SQLite file,
     /// a command wrote the whole vault schema into it (and switched it to WAL), and
     /// `vault keys retire` then found no envelope there to refuse the retirement (outside audit).
     static func checkVaultStore(sqlitePath path: String) throws(StoreError) {
+        // An empty file holds nothing to damage: SQLite takes it as a new database.
+        if let size = (try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int, size == 0 { return }
         do {
             var configuration = Configuration()
             configuration.readonly = true
