@@ -274,7 +274,8 @@ extension StoreLocation {
                 let db = Database(postgres: client, logger: logger, preparedStatements: location.preparedStatements)
                 if existing {
                     do { _ = try await db.query("SELECT count(*) FROM vault_migrations", []) } catch {
-                        throw StoreError(.unavailable, "the PostgreSQL database is not a vault store (no vault_migrations table)")
+                        // Named as found: a database without the table, or one that could not be read.
+                        throw StoreError(.unavailable, "the PostgreSQL database is not a vault store, or cannot be read (vault_migrations: \((error as? StoreError)?.message ?? Database.describe(error)))")
                     }
                 }
                 try await db.migrate()
