@@ -236,7 +236,7 @@ let package = Package(
         .testTarget(
             name: "GatewayTests",
             dependencies: [
-                "Gateway", "GatewayAPI", "SocketHTTP", "Money", "VaultOpen", "VaultCrypto", "CardRules", "Store",
+                "Gateway", "GatewayAPI", "SocketHTTP", "Money", "VaultOpen", "VaultCrypto", "CardRules", "Store", "Audit",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

@@ -22,6 +22,9 @@ public struct AuditEvent: Sendable {
     public var kid: String?
     /// `env_…`.
     public var envelope: String?
+    /// A truncation group as the gateway's guessing limit names it (`grp_` + 32 hex, a keyed hash:
+    /// never the digits).
+    public var group: String?
     /// Counters, in the order given: names `[a-z_]{1,32}`, distinct, at most 16
     /// (e.g. `[("rewrapped", 10), ("skipped", 0), ("failed", 0)]`).
     public var detail: [(String, Int)]
@@ -31,7 +34,7 @@ public struct AuditEvent: Sendable {
     public init(
         action: String, outcome: String = "ok", uid: UInt32? = nil,
         token: String? = nil, payment: String? = nil, customer: String? = nil,
-        kid: String? = nil, envelope: String? = nil, detail: [(String, Int)] = []
+        kid: String? = nil, envelope: String? = nil, group: String? = nil, detail: [(String, Int)] = []
     ) {
         self.action = action
         self.outcome = outcome
@@ -41,6 +44,7 @@ public struct AuditEvent: Sendable {
         self.customer = customer
         self.kid = kid
         self.envelope = envelope
+        self.group = group
         self.detail = detail
     }
 
@@ -50,7 +54,7 @@ public struct AuditEvent: Sendable {
               action != AuditFormat.repairAction, action != AuditFormat.invalidAction,
               AuditFormat.isOutcome(outcome.utf8)
         else { return false }
-        let ids: [(String?, AuditFormat.IDKey)] = [(token, .token), (payment, .payment), (customer, .customer), (kid, .kid), (envelope, .envelope)]
+        let ids: [(String?, AuditFormat.IDKey)] = [(token, .token), (payment, .payment), (customer, .customer), (kid, .kid), (envelope, .envelope), (group, .group)]
         for case let (value?, key) in ids where !AuditFormat.isID(value.utf8, key: key) { return false }
         guard detail.count <= AuditFormat.maxDetailEntries else { return false }
         for (i, (name, _)) in detail.enumerated() {

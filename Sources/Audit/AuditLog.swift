@@ -301,6 +301,7 @@ public final class AuditLog: @unchecked Sendable {
         if let v = e.customer { put(",\"customer\":\""); buffer.append(contentsOf: v.utf8); put("\"") }
         if let v = e.kid { put(",\"kid\":\""); buffer.append(contentsOf: v.utf8); put("\"") }
         if let v = e.envelope { put(",\"envelope\":\""); buffer.append(contentsOf: v.utf8); put("\"") }
+        if let v = e.group { put(",\"group\":\""); buffer.append(contentsOf: v.utf8); put("\"") }
         put(",\"outcome\":\"")
         buffer.append(contentsOf: e.outcome.utf8)
         put("\"")

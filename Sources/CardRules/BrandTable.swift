@@ -83,6 +83,24 @@ public struct BrandTable: Sendable {
         candidateDetails(digits).map { specs[$0.spec].brand }
     }
 
+    /// Whether a complete number passes the rules of some brand of the table: a prefix range of
+    /// that brand holds it (shadowed by a more specific range or not), the brand issues its length
+    /// in that range, and it passes the Luhn check where the brand has it. Card-shaped tokens are
+    /// drawn until this is false (DESIGN §9: a token never passes any brand's card rules).
+    public func passesAnyBrand(_ digits: some Collection<UInt8>) -> Bool {
+        guard Digits.allDigits(digits) else { return false }
+        let (value, count) = Digits.leadingValue(digits, maxCount: maxPrefixLength)
+        var luhn: Bool?
+        for rule in rules where rule.range.length <= count && rule.range.holds(value: value, count: count) {
+            let spec = specs[rule.spec]
+            guard spec.lengths(in: rule.range).contains(digits.count) else { continue }
+            if !spec.luhn { return true }
+            if luhn == nil { luhn = Luhn.isValid(digits) }
+            if luhn == true { return true }
+        }
+        return false
+    }
+
     /// The winning rule for `digits`, if any.
     func match(_ digits: some Collection<UInt8>) -> Rule? {
         guard Digits.allDigits(digits) else { return nil }

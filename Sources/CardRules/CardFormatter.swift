@@ -41,15 +41,15 @@ public enum CardFormatter {
     /// The mask character.
     public static let maskCharacter: Character = "•"
 
-    /// How many leading and trailing digits `mask` shows for a number of `length` digits: the
-    /// first 8 from 16 digits, else the first 6 (all of a shorter number); the last 4 from 12
-    /// digits (before that they would overlap the leading ones).
+    /// How many leading and trailing digits `mask` shows for a number of `length` digits: from 12
+    /// digits the visible prefix (min(6, length − 10), DESIGN §1) and the last 4, so at least 6
+    /// stay hidden; a shorter number (still being typed) shows its first 6 at most and no last 4.
     public static func visibleDigits(length: Int) -> (leading: Int, trailing: Int) {
-        (min(length, CardNumberInfo.binLength(forLength: length)), length >= CardNumberInfo.minimumDisplayLength ? 4 : 0)
+        length >= CardNumberInfo.minimumDisplayLength ? (CardNumberInfo.binLength(forLength: length), 4) : (min(length, 6), 0)
     }
 
-    /// A safe masked display, grouped like `groups(length:brand:)`: at most the first 8 digits
-    /// (first 6 for a number shorter than 16) and the last 4 (only from 12 digits), every other
+    /// A safe masked display, grouped like `groups(length:brand:)`: at most the visible prefix
+    /// (`visibleDigits`) and the last 4 (only from 12 digits), every other
     /// digit — and any byte that is not an ASCII digit — as `•`.
     /// `4242424242424242` → `4242 4242 •••• 4242`; Amex `378282246310005` → `3782 82•••• •0005`.
     public static func mask(_ digits: some Collection<UInt8>, brand: CardBrand?) -> String {

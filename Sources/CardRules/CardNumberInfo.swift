@@ -1,8 +1,9 @@
 /// What the rules say about a card number: safe metadata only.
 ///
-/// It never holds more of the number than PCI DSS allows to be shown: the BIN (first 6 digits, or
-/// first 8 of a number of 16 or more) and the last 4, and only once the number is long enough
-/// (12 digits) for the two not to overlap. `binInfo` comes from the first 6 (or 8) digits only.
+/// It never holds more of the number than leaves the gateway zone (DESIGN §1): the visible prefix
+/// (`bin`: min(6, length − 10) digits, so at least 6 digits stay hidden) and the last 4, and only
+/// once the number is long enough (12 digits) for them not to overlap. `binInfo` is the issuer
+/// the validator's table names for the first 6 (or 8) digits; it is never stored with a token.
 public struct CardNumberInfo: Sendable, Equatable, Codable {
     /// The brand of the most specific prefix range the number contains; nil while none matches.
     public var brand: CardBrand?
@@ -16,9 +17,9 @@ public struct CardNumberInfo: Sendable, Equatable, Codable {
     /// Complete and valid: a known, accepted brand, one of its lengths, and the Luhn check where
     /// the brand has it. Also for partial validation, where it says the number as it stands is complete.
     public var valid: Bool
-    /// The BIN: the first 8 digits of a number of 16 or more digits, the first 6 of one of 12 to
-    /// 15; nil for shorter numbers, partial or not (a partial number's final length is unknown,
-    /// so nothing is shown before it has 12 digits).
+    /// The visible prefix: the first min(6, length − 10) digits (6 of a number of 16 or more, 2 of
+    /// one of 12); nil for shorter numbers, partial or not (a partial number's final length is
+    /// unknown, so nothing is shown before it has 12 digits).
     public var bin: String?
     /// The last 4 digits of a number of 12 or more; else nil (they would overlap the BIN).
     public var last4: String?
@@ -26,6 +27,7 @@ public struct CardNumberInfo: Sendable, Equatable, Codable {
     public var cvcLength: Int?
     /// Issuer information from the validator's BIN table, when it has one and lists the number;
     /// looked up from the first 6 digits (first 8 once the number has 16), once 6 are there.
+    /// Answered to whoever typed the number (`POST /v1/validate`); never stored.
     public var binInfo: BINInfo?
     /// Why it is not valid, most fundamental first; empty when valid. With partial validation,
     /// only what no further typing can fix.
@@ -57,6 +59,21 @@ public struct CardNumberInfo: Sendable, Equatable, Codable {
     /// Shortest number that gets a BIN and last 4 (and shortest any standard brand issues).
     public static let minimumDisplayLength = 12
 
-    /// The BIN length shown for a number of `length` digits: 8 from 16 digits, else 6.
-    public static func binLength(forLength length: Int) -> Int { length >= 16 ? 8 : 6 }
+    /// The digits of the visible prefix of a number of `length` digits (DESIGN §1): min(6, length
+    /// − 10), so that with the last 4 at least 6 digits stay hidden (0 below 11 digits).
+    public static func binLength(forLength length: Int) -> Int { max(0, min(6, length - 10)) }
+
+    /// The BIN length envelopes sealed by earlier versions carry (8 from 16 digits, else 6):
+    /// accepted, and cut to `binLength` before anything is stored.
+    public static func legacyBINLength(forLength length: Int) -> Int { length >= 16 ? 8 : 6 }
+
+    /// The prefix the issuer table is looked up by (8 digits from 16, else 6).
+    public static func issuerPrefixLength(forLength length: Int) -> Int { legacyBINLength(forLength: length) }
+
+    /// `bin` cut to the visible prefix of a card of `length` digits: a longer one (an envelope
+    /// sealed by an earlier version) loses its extra digits; a shorter one is left as it is.
+    public static func visiblePrefix(_ bin: String, length: Int) -> String {
+        let n = binLength(forLength: length)
+        return bin.utf8.count > n ? String(bin.prefix(n)) : bin
+    }
 }

@@ -60,8 +60,8 @@ public struct CardValidator: Sendable {
             last4 = Self.ascii(digits.suffix(4))
         }
         if let binTable, length >= 6 && length <= PANNormalizer.maxDigits {
-            // Only the BIN is looked up, so a BIN table with longer ranges cannot reveal more.
-            binInfo = binTable.lookup(digits.prefix(CardNumberInfo.binLength(forLength: length)))
+            // Only the issuer prefix is looked up, so a BIN table with longer ranges cannot reveal more.
+            binInfo = binTable.lookup(digits.prefix(CardNumberInfo.issuerPrefixLength(forLength: length)))
         }
         return CardNumberInfo(
             brand: spec?.brand, candidates: details.map { table.specs[$0.spec].brand }, length: length, luhn: luhn,

@@ -25,12 +25,17 @@ public final class GatewayMetrics: Sendable {
     /// The counters of every fingerprint and open, looked up once (not per envelope).
     private let openedOK: Counter
     private let fingerprints: Counter
+    private let withheld: Counter
 
     public init(now: @escaping @Sendable () -> Date = Date.init) {
         server = ServerMetrics(component: "gateway", now: now)
         openedOK = Self.openCounter(server.registry, "ok")
         fingerprints = server.registry.makeCounter(
             descriptor: .init(namespace: "vault", metricName: "gateway_fingerprints", unitName: "total", helpText: "Fingerprints answered to the sidecar."))
+        withheld = server.registry.makeCounter(
+            descriptor: .init(
+                namespace: "vault", metricName: "gateway_fingerprints_withheld", unitName: "total",
+                helpText: "Fingerprints of new cards withheld by the guessing limit (a truncation group past its distinct cards in the window)."))
         // Fixed label sets start at zero, so alerts see a series from the start.
         for kind in Self.processorFailureKinds { processorFailureCounter(kind) }
         for result in ["settled", "unknown", "not_received", "resent"] { settleCounter(result) }
@@ -56,6 +61,11 @@ public final class GatewayMetrics: Sendable {
     /// candidate card numbers against stored fingerprints; docs/threat-model.md).
     func fingerprinted(_ count: Int) {
         fingerprints.increment(by: Int64(count))
+    }
+
+    /// Fingerprints withheld by the guessing limit (docs/threat-model.md "The fingerprint oracle").
+    func withheld(_ count: Int) {
+        withheld.increment(by: Int64(count))
     }
 
     /// An authorization answered by the processor.

@@ -1,3 +1,5 @@
+import Store
+import Audit
 import Foundation
 import Hummingbird
 import Logging
@@ -67,6 +69,8 @@ public struct GatewayRoutes: Sendable {
     public let metrics: GatewayMetrics
     let processor: any PaymentProcessor
     let readiness: Readiness
+    /// The guessing limit of `POST /v1/fingerprints` (nil: none, for tests of other routes).
+    let guesses: GuessLimit?
 
     /// Routes over one opener; `GET /metrics` serves the relay's metrics (its settlement counters)
     /// when the processor is a relay.
@@ -77,10 +81,27 @@ public struct GatewayRoutes: Sendable {
     /// Routes over a reloadable opener (SIGHUP swaps the keys and the key ring); readiness
     /// changes are logged to `logger`.
     public init(openers: Openers, processor: any PaymentProcessor, metrics: GatewayMetrics = GatewayMetrics(), logger: Logger? = nil) {
+        self.init(openers: openers, processor: processor, metrics: metrics, logger: logger, guesses: nil)
+    }
+
+    /// Routes whose fingerprints meet the guessing limit (DESIGN §9): at most `limit` distinct
+    /// cards per truncation group in `windowSeconds`, counted in `store`; withheld ones are
+    /// audited in `audit`.
+    public init(
+        openers: Openers, processor: any PaymentProcessor, metrics: GatewayMetrics, logger: Logger, guessStore: Database, limit: Int, windowSeconds: Int,
+        audit: AuditLog?, now: @escaping @Sendable () -> Date = Date.init
+    ) {
+        let guesses = GuessLimit(
+            store: FingerprintGuesses(database: guessStore), limit: limit, window: windowSeconds, metrics: metrics, audit: audit, logger: logger, now: now)
+        self.init(openers: openers, processor: processor, metrics: metrics, logger: logger, guesses: guesses)
+    }
+
+    init(openers: Openers, processor: any PaymentProcessor, metrics: GatewayMetrics, logger: Logger?, guesses: GuessLimit?) {
         self.openers = openers
         self.metrics = metrics
         self.processor = processor
         self.readiness = GatewayReadiness.make(openers: openers, processor: processor, logger: logger)
+        self.guesses = guesses
     }
 
     /// Adds every route of `table` to `router`.
@@ -89,7 +110,7 @@ public struct GatewayRoutes: Sendable {
         HealthController(processorName: processor.name, metrics: metrics, readiness: readiness).addRoutes(to: group)
         KeyController(openers: openers).addRoutes(to: group)
         AuthorizationController(openers: openers, processor: processor, metrics: metrics).addRoutes(to: group)
-        FingerprintController(openers: openers, metrics: metrics).addRoutes(to: group)
+        FingerprintController(openers: openers, metrics: metrics, guesses: guesses).addRoutes(to: group)
         SandboxACSController(sandbox: processor as? SandboxProcessor).addRoutes(to: group)
         OperationController(processor: processor, metrics: metrics).addRoutes(to: group)
     }

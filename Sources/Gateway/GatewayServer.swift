@@ -40,6 +40,10 @@ public struct GatewayServer: Sendable {
         public var auditLogPath: String?
         /// Log each request at info level (route template, status, duration); off by default.
         public var logRequests = false
+        /// The guessing limit (DESIGN §9): distinct cards per truncation group whose fingerprints
+        /// are answered in `fingerprintGuessWindow` seconds; past it a new card's is withheld.
+        public var fingerprintGuessLimit = 20
+        public var fingerprintGuessWindow = 86_400
         public init() {}
     }
 
@@ -105,7 +109,11 @@ public struct GatewayServer: Sendable {
         if let audit { router.add(middleware: AuditMiddleware(log: audit, actions: GatewayRoutes.auditedActions)) }
         router.add(middleware: UIDAllowListMiddleware(allowed: configuration.allowedUIDs))
         let openers = Openers(EnvelopeOpener(ring: keys.ring, fingerprintKeys: keys.fingerprintKeys))
-        GatewayRoutes(openers: openers, processor: processor, metrics: metrics, logger: logger).register(on: router)
+        GatewayRoutes(
+            openers: openers, processor: processor, metrics: metrics, logger: logger, guessStore: database,
+            limit: configuration.fingerprintGuessLimit, windowSeconds: configuration.fingerprintGuessWindow, audit: audit
+        ).register(on: router)
+        services.append(GuessPruner(store: FingerprintGuesses(database: database), windowSeconds: configuration.fingerprintGuessWindow, logger: logger))
         let configuration = self.configuration, reloadLogger = logger
         let reloader = ReloadOnHangup {
             do throws(VaultError) {

@@ -1,8 +1,9 @@
 import VaultCrypto
 
 /// `POST /v1/fingerprints` `{"envelopes":[{…v1…}, …]}` (at most `GatewayAPI.maxFingerprintBatch`)
-/// → 200 `{"data":[{"fingerprint":"fp1_<fkid>_<64 hex>","fingerprints":[…]} | {"error":{"code","message"}}, …]}`,
-/// in order. `fingerprint` is under the primary fingerprint key; `fingerprints` lists the card's
+/// → 200 `{"data":[{"fingerprint":"fp1_<fkid>_<64 hex>","fingerprints":[…]} | {"withheld":{"code","message"}} |
+/// {"error":{"code","message"}}, …]}`, in order. `withheld`: the gateway's guessing limit kept a new
+/// card's fingerprint back (`FINGERPRINT_WITHHELD`, docs/threat-model.md). `fingerprint` is under the primary fingerprint key; `fingerprints` lists the card's
 /// fingerprint under every key the gateway holds, the primary's first (more than one during a
 /// fingerprint-key rotation: the sidecar links them so a lookup by either finds the card).
 public enum FingerprintBatch {
@@ -11,6 +12,8 @@ public enum FingerprintBatch {
         /// The primary's fingerprint, then the card's fingerprints under every key held (primary first).
         case fingerprint(String, all: [String])
         case refused(ErrorCode, String)
+        /// The guessing limit of the card's truncation group withheld it (DESIGN §9).
+        case withheld
     }
 
     /// The request, with envelopes in their JSON form.
@@ -26,6 +29,9 @@ public enum FingerprintBatch {
             switch entry {
             case .fingerprint(let fp, let all):
                 out += "{\"fingerprint\":\"\(fp)\",\"fingerprints\":[" + all.map { "\"\($0)\"" }.joined(separator: ",") + "]}"
+            case .withheld:
+                out += "{\"withheld\":{\"code\":\"\(ErrorCode.fingerprintWithheld.rawValue)\",\"message\":"
+                out += "\"this card's truncation group is past the gateway's guessing limit: its fingerprint comes later\"}}"
             case .refused(let code, let message):
                 out += "{\"error\":{\"code\":"
                 JSONText.appendString(code.rawValue, to: &out)
@@ -42,6 +48,7 @@ public enum FingerprintBatch {
         guard let data = GatewayJSON.object(text)?["data"] as? [[String: Any]], data.count == count else { return nil }
         return data.map { entry in
             if let fp = entry["fingerprint"] as? String { return .fingerprint(fp, all: entry["fingerprints"] as? [String] ?? [fp]) }
+            if entry["withheld"] != nil { return .withheld }
             let e = entry["error"] as? [String: Any]
             return .refused(GatewayJSON.code(e?["code"]), e?["message"] as? String ?? "the gateway refused the envelope")
         }

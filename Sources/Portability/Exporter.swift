@@ -147,7 +147,8 @@ public struct Exporter: Sendable {
         if let customer = s.customer { out += ",\"customer\":"; JSONText.appendString(customer, to: &out) }
         out += ",\"brand\":"
         JSONText.appendString(m.brand.rawValue, to: &out)
-        out += ",\"bin\":\"\(m.bin)\",\"last4\":\"\(m.last4)\",\"length\":\(m.length),\"exp_month\":\(m.expMonth),\"exp_year\":\(m.expYear)"
+        // The visible prefix only (DESIGN §1): the export's metadata leaves the gateway zone.
+        out += ",\"bin\":\"\(CardNumberInfo.visiblePrefix(m.bin, length: m.length))\",\"last4\":\"\(m.last4)\",\"length\":\(m.length),\"exp_month\":\(m.expMonth),\"exp_year\":\(m.expYear)"
         if let fp = s.fingerprint { out += ",\"fingerprint\":"; JSONText.appendString(fp, to: &out) }
         if !s.metadata.isEmpty {
             out += ",\"metadata\":{"

@@ -95,6 +95,9 @@ public struct SidecarOptions: ParsableArguments {
     @Option(name: .customLong(S.velocity.flag), help: S.velocity.argumentHelp)
     public var velocity: [String] = []
 
+    @Option(name: .customLong(S.tokenLookupMisses.flag), help: S.tokenLookupMisses.argumentHelp)
+    public var tokenLookupMisses: String?
+
     @Flag(name: .customLong(S.customerReferenceUnique.flag), help: S.customerReferenceUnique.argumentHelp)
     public var customerReferenceUnique = false
 
@@ -131,6 +134,12 @@ public struct GatewayOptions: ParsableArguments {
 
     @Option(name: .customLong(S.settleInterval.flag), help: S.settleInterval.argumentHelp)
     public var settleInterval: Double?
+
+    @Option(name: .customLong(S.fingerprintGuessLimit.flag), help: S.fingerprintGuessLimit.argumentHelp)
+    public var fingerprintGuessLimit: Double?
+
+    @Option(name: .customLong(S.fingerprintGuessWindow.flag), help: S.fingerprintGuessWindow.argumentHelp)
+    public var fingerprintGuessWindow: Double?
 
     @Option(name: .customLong(S.allowUid.flag), help: S.allowUid.argumentHelp)
     public var allowUid: [String] = []

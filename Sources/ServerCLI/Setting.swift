@@ -84,10 +84,13 @@ public enum SidecarSettings: SettingsSection {
         help: "Most CVCs held in memory at once, 1 to 10000000 (about 220 bytes each); past it the oldest are dropped first and their tokens pay without a CVC.")
     public static let tokenFormat = Setting(
         .sidecar, "token_format", default: "tok",
-        help: "Form of new tokens when a request names none: tok (tok_ + 128 random bits) or card (card-shaped: the card's length, first 6 and last 4, a random middle failing the Luhn check; docs/card-tokens.md).")
+        help: "Form of new tokens when a request names none: tok (tok_ + 128 random bits) or card (card-shaped: the card's length, visible prefix and last 4, a random middle that passes no brand's card rules; docs/card-tokens.md).")
     public static let cardTokenLuhnValid = Setting(
         .sidecar, "card_token_luhn_valid", default: "false",
-        help: "Card-shaped tokens pass the Luhn check (off: they fail it, so no system can take one for a real card). Only for cards sealed at the door (docs/card-tokens.md).")
+        help: "Accept the names of card-shaped tokens made by earlier versions that pass a brand's card rules (Luhn-valid ones). New card-shaped tokens never pass any brand's rules, whatever this says (docs/card-tokens.md).")
+    public static let tokenLookupMisses = Setting(
+        .sidecar, "token_lookup_misses", default: VelocityRule.defaultLookupMisses,
+        help: "Lookups of tokens that do not exist one caller (uid) may make: limit/window (e.g. 100/10m), or off. Past it, 429 VELOCITY_LIMIT with Retry-After (docs/velocity.md).")
     public static let allow = Setting(
         .sidecar, "allow", otherwise: "this process's uid, every role",
         help: "Allow a local user or group: uid:N=roles or gid:N=roles (roles: tokenize,pay,admin). Repeatable.")
@@ -131,7 +134,7 @@ public enum SidecarSettings: SettingsSection {
         .sidecar, "log_requests", default: "false", help: "Log every request (route template, status, duration, request id, error code) at info level.")
 
     public static let all = [
-        socket, socketMode, socketGroup, store, keys, tokenTTL, cvcTTL, heldCVCsMax, tokenFormat, cardTokenLuhnValid, allow, gateway, reconcileAfter, authorizationTTL, sessionMaxAttempts,
+        socket, socketMode, socketGroup, store, keys, tokenTTL, cvcTTL, heldCVCsMax, tokenFormat, cardTokenLuhnValid, tokenLookupMisses, allow, gateway, reconcileAfter, authorizationTTL, sessionMaxAttempts,
         velocity, customerReferenceUnique, webhook, webhookSecretFile, webhookMaxBackoff, eventRetention, auditLog, logLevel, logFormat, logRequests,
     ]
 }
@@ -159,6 +162,12 @@ public enum GatewaySettings: SettingsSection {
     public static let ledger = Setting(.gateway, "ledger", help: "Alias of --store sqlite:PATH (kept for existing set-ups).")
     public static let settleInterval = Setting(
         .gateway, "settle_interval", default: "2", maximum: 3600, help: "Seconds between rounds of the background settler of unknown outcomes, 0.05 to 3600.")
+    public static let fingerprintGuessLimit = Setting(
+        .gateway, "fingerprint_guess_limit", default: "20", maximum: 1_000_000,
+        help: "The guessing limit: distinct cards per truncation group (visible prefix, last 4, length) whose fingerprints are answered in the window; past it a new card's is withheld (docs/threat-model.md), 1 to 1000000.")
+    public static let fingerprintGuessWindow = Setting(
+        .gateway, "fingerprint_guess_window", default: "86400", maximum: 7 * Setting.day,
+        help: "The guessing limit's sliding window in seconds, 60 to 604800 (a week).")
     public static let allowUid = Setting(
         .gateway, "allow_uid", otherwise: "this process's uid", help: "A uid allowed to call the gateway (repeatable).")
     public static let allowUser = Setting(
@@ -174,7 +183,7 @@ public enum GatewaySettings: SettingsSection {
         .gateway, "log_requests", default: "false", help: "Log every request (route template, status, duration, request id, error code) at info level.")
 
     public static let all = [
-        socket, socketMode, socketGroup, keys, ring, passphraseFile, processor, store, ledger, settleInterval, allowUid, allowUser,
+        socket, socketMode, socketGroup, keys, ring, passphraseFile, processor, store, ledger, settleInterval, fingerprintGuessLimit, fingerprintGuessWindow, allowUid, allowUser,
         auditLog, logLevel, logFormat, logRequests,
     ]
 }

@@ -53,6 +53,8 @@ extension SidecarServer.Configuration {
         c.sessionMaxAttempts = Int(attempts)
         let velocity = try s.list(S.velocity, flag: o.sidecar.velocity)
         c.velocity = try s.checked(S.velocity, flag: o.sidecar.velocity.first) { () throws(VaultError) in try VelocityRule.rules(velocity) }
+        let misses = try s.string(S.tokenLookupMisses, flag: o.sidecar.tokenLookupMisses) ?? VelocityRule.defaultLookupMisses
+        c.lookupMisses = try s.checked(S.tokenLookupMisses, flag: o.sidecar.tokenLookupMisses) { () throws(VaultError) in try VelocityRule.lookupMisses(misses) }
         c.customerReferenceUnique = try s.bool(S.customerReferenceUnique, flag: o.sidecar.customerReferenceUnique)
         if let url = try s.string(S.webhook, flag: o.sidecar.webhook) {
             let endpoint = try s.checked(S.webhook, flag: o.sidecar.webhook) { () throws(VaultError) in try WebhookEndpoint(url) }

@@ -1,3 +1,4 @@
+import CardRules
 import Foundation
 import Payments
 import SocketHTTP
@@ -15,7 +16,10 @@ enum Answer {
         let fingerprint: String?
 
         init(_ c: CardMetadata) {
-            (brand, bin, last4, length, exp_month, exp_year, fingerprint) = (c.brand.rawValue, c.bin, c.last4, c.length, c.expMonth, c.expYear, c.fingerprint)
+            // The visible prefix (DESIGN §1), whatever an older row holds.
+            (brand, bin, last4, length, exp_month, exp_year, fingerprint) = (
+                c.brand.rawValue, CardNumberInfo.visiblePrefix(c.bin, length: c.length), c.last4, c.length, c.expMonth, c.expYear, c.fingerprint
+            )
         }
     }
 

@@ -171,6 +171,7 @@ public struct GatewayClient: Sendable {
                 .fingerprint(fp, others: all.filter { $0 != fp })
             case .fingerprint: .refused(code: .gatewayError, message: "the gateway refused the envelope")
             case .refused(let code, let message): .refused(code: code, message: message)
+            case .withheld: .withheld
             }
         }
     }

@@ -8,7 +8,8 @@ import VaultCrypto
 ///
 /// Roles: `tokenize` (POST /v1/tokens, POST /v1/validate, GET /v1/tokens/{t}, reading and paying a
 /// checkout session it is given, the sandbox challenge page), `pay` (payments, customers and their
-/// instruments and mandates, sessions, their lists, GET /v1/tokens/{t} and GET /v1/tokens), `admin` (everything, DELETE
+/// instruments and mandates, sessions, their lists, POST /v1/tokens (to save a card, with `dedupe`),
+/// GET /v1/tokens/{t} and GET /v1/tokens), `admin` (everything, DELETE
 /// /v1/tokens/{t} included). `GET /v1/health` and `GET /v1/health/ready` need only to be listed,
 /// and are also answered to the sidecar's own uid and to root, listed or not, so that a probe
 /// (`vault health`) run as the service's user works whoever the allow list names. A peer that is not listed, or asks for what its roles do not allow, gets

@@ -32,6 +32,8 @@ public struct SidecarRoutes: Sendable {
     let events: EventStore?
     /// Velocity limits of tokenize and validate (payments have theirs in `PaymentService`); nil: none.
     public var velocity: VelocityLimiter?
+    /// Lookups of tokens that do not exist, per caller (`sidecar.token_lookup_misses`).
+    public var lookups: VelocityLimiter?
 
     /// Routes over a tokenizer; `metrics` is what `GET /metrics` serves; without `payments` (no
     /// gateway configured) the payment routes answer 503 `GATEWAY_UNAVAILABLE`. `readiness` is
@@ -80,7 +82,7 @@ public struct SidecarRoutes: Sendable {
     public func register<Context: RequestContext>(on router: Router<Context>) {
         let group = router.group()
         SystemController(metrics: metrics, readiness: readiness).addRoutes(to: group)
-        TokenController(tokenizer: tokenizer, validator: validator, metrics: metrics, velocity: velocity).addRoutes(to: group)
+        TokenController(tokenizer: tokenizer, validator: validator, metrics: metrics, velocity: velocity, lookups: lookups).addRoutes(to: group)
         PaymentController(payments: payments, metrics: metrics).addRoutes(to: group)
         SandboxController(payments: payments).addRoutes(to: group)
         CustomerController(customers: customers).addRoutes(to: group)

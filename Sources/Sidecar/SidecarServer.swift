@@ -42,6 +42,8 @@ public struct SidecarServer: Sendable {
         public var heldCVCsMax = HeldCVCs.defaultCapacity
         /// Velocity limits (docs/velocity.md): the defaults unless configured; empty: none.
         public var velocity = VelocityRule.defaults
+        /// Lookups of tokens that do not exist, per caller (`sidecar.token_lookup_misses`); nil: no limit.
+        public var lookupMisses: VelocityRule? = try? VelocityRule.lookupMisses(VelocityRule.defaultLookupMisses)
         /// A customer reference names at most one customer of the store.
         public var customerReferenceUnique = false
         /// Webhook delivery of events (docs/events.md); nil: events are kept for `GET /v1/events` only.
@@ -153,6 +155,9 @@ public struct SidecarServer: Sendable {
             tokenizer: tokenizer, metrics: metrics, payments: payments, customers: customers, sessions: sessions, mandates: mandates,
             readiness: readiness, events: events)
         routes.velocity = velocity
+        routes.lookups = configuration.lookupMisses.map {
+            VelocityLimiter(rules: [$0], counters: VelocityCounters(database: db), metrics: metrics, logger: self.logger)
+        }
         routes.register(on: router)
         let socketPath = configuration.socketPath, logger = self.logger
         // Last: the first to hear of a graceful shutdown, so its line comes before the drain.

@@ -1,3 +1,4 @@
+import CardRules
 import Foundation
 import Logging
 import SocketHTTP
@@ -145,13 +146,19 @@ public struct VelocityLimiter: Sendable {
         return try await limiter.guarded(action, keys, body)
     }
 
-    /// The first 6 digits of a card number as typed (spaces and dashes skipped); nil with fewer.
+    /// The visible prefix of a card number as typed (spaces and dashes skipped): min(6, length −
+    /// 10) digits (DESIGN §1: what a `bin` key may hold); nil for a number of fewer than 12 digits
+    /// or with other characters.
     public static func bin(of number: UnsafeRawBufferPointer) -> String? {
-        var digits: [UInt8] = []
-        for b in number where digits.count < 6 {
-            if b >= 48, b <= 57 { digits.append(b) } else if b != 32, b != 45 { return nil }
+        // Counted first, then only the prefix copied: no copy of the whole number is made.
+        var length = 0
+        for b in number {
+            if b >= 48, b <= 57 { length += 1 } else if b != 32, b != 45 { return nil }
         }
-        return digits.count == 6 ? String(decoding: digits, as: UTF8.self) : nil
+        guard length >= CardNumberInfo.minimumDisplayLength, length <= 19 else { return nil }
+        var prefix: [UInt8] = []
+        for b in number where b >= 48 && b <= 57 && prefix.count < CardNumberInfo.binLength(forLength: length) { prefix.append(b) }
+        return String(decoding: prefix, as: UTF8.self)
     }
 
     /// Seconds until enough of the window's oldest buckets have left it to let one more request through (1 at least).

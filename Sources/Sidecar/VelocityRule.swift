@@ -5,7 +5,7 @@ import VaultCrypto
 /// `scope:action:count=limit/window`, e.g. `session:tokenize:attempts=10/10m`.
 public struct VelocityRule: Sendable, Equatable, CustomStringConvertible {
     public enum Scope: String, Sendable, CaseIterable { case session, bin, fingerprint, peer, customer }
-    public enum Action: String, Sendable, CaseIterable { case tokenize, validate, pay }
+    public enum Action: String, Sendable, CaseIterable { case tokenize, validate, pay, lookup }
     public enum Count: String, Sendable, CaseIterable { case attempts, declines }
 
     public let scope: Scope, action: Action, count: Count
@@ -20,12 +20,14 @@ public struct VelocityRule: Sendable, Equatable, CustomStringConvertible {
     public var bucketCount: Int { (window + bucketWidth - 1) / bucketWidth }
 
     /// Whether a request of `action` knows a key of `scope`: validate has a number only (its BIN)
-    /// and a caller; a tokenize learns the session or customer when it is a session's payment or
+    /// and a caller; a lookup of a token (`GET /v1/tokens/{token}`) a caller only, and its
+    /// declines are the tokens it named that do not exist (`sidecar.token_lookup_misses`); a tokenize learns the session or customer when it is a session's payment or
     /// a customer's card, and the fingerprint once the gateway has answered it; a payment knows
     /// all (its token's BIN and fingerprint).
     public static func applies(_ scope: Scope, _ action: Action) -> Bool {
         switch action {
         case .validate: scope == .peer || scope == .bin
+        case .lookup: scope == .peer
         case .tokenize, .pay: true
         }
     }
@@ -44,7 +46,7 @@ public struct VelocityRule: Sendable, Equatable, CustomStringConvertible {
     /// Parses `scope:action:count=limit/window` (window: seconds, or a number and s, m, h or d).
     /// - Throws: `CONFIG_INVALID` saying what is wrong.
     public init(parsing text: String) throws(VaultError) {
-        let usage = "a velocity rule is scope:action:count=limit/window, e.g. session:tokenize:attempts=10/10m (scopes: session, bin, fingerprint, peer, customer; actions: tokenize, validate, pay; counts: attempts, declines; window 1s to 1d)"
+        let usage = "a velocity rule is scope:action:count=limit/window, e.g. session:tokenize:attempts=10/10m (scopes: session, bin, fingerprint, peer, customer; actions: tokenize, validate, pay, lookup; counts: attempts, declines; window 1s to 1d)"
         let sides = text.split(separator: "=", omittingEmptySubsequences: false)
         guard sides.count == 2 else { throw VaultError(.configInvalid, "\(JSONReader.printable(text)): \(usage)") }
         let names = sides[0].split(separator: ":", omittingEmptySubsequences: false).map(String.init)
@@ -83,6 +85,20 @@ public struct VelocityRule: Sendable, Equatable, CustomStringConvertible {
         "session:tokenize:attempts=10/10m", "bin:tokenize:declines=100/10m", "bin:pay:declines=100/10m", "fingerprint:pay:declines=10/1h",
         "customer:tokenize:attempts=20/1h", "customer:pay:declines=10/1h",
     ].map { try! VelocityRule(parsing: $0) }
+
+    /// The rule of `sidecar.token_lookup_misses` (`limit/window`, e.g. `100/10m`; `off`: none): the
+    /// token lookups naming no token that one caller (peer uid) may make in the window (DESIGN §9:
+    /// card-shaped tokens could otherwise be enumerated).
+    /// - Throws: `CONFIG_INVALID`.
+    public static func lookupMisses(_ text: String) throws(VaultError) -> VelocityRule? {
+        if text == "off" { return nil }
+        do throws(VaultError) { return try VelocityRule(parsing: "peer:lookup:declines=" + text) } catch {
+            throw VaultError(.configInvalid, "sidecar.token_lookup_misses is limit/window (e.g. 100/10m; window 1s to 1d, limit 1 to 1000000) or off, not \(JSONReader.printable(text))", field: "sidecar.token_lookup_misses")
+        }
+    }
+
+    /// The default of `sidecar.token_lookup_misses`.
+    public static let defaultLookupMisses = "100/10m"
 
     /// The rules of `sidecar.velocity`'s values: none given, the defaults; `off`, none.
     public static func rules(_ values: [String]) throws(VaultError) -> [VelocityRule] {

@@ -12,6 +12,8 @@ public final class AuditNote: @unchecked Sendable {
     public var customer: String?
     public var kid: String?
     public var envelope: String?
+    /// Counters of the request (`POST /v1/fingerprints`: the envelopes it carried, those withheld).
+    public var detail: [(String, Int)] = []
 
     public init() {}
 }
@@ -57,7 +59,7 @@ public struct AuditMiddleware: RouterMiddleware {
         let event = AuditEvent(
             action: action, outcome: outcome, uid: context.peer?.uid,
             token: (note.token ?? (pathIDs ? p.get("token") : nil)).map(Self.auditTokenID), payment: note.payment ?? (pathIDs ? p.get("payment") : nil),
-            customer: note.customer ?? (pathIDs ? p.get("customer") : nil), kid: note.kid, envelope: envelope)
+            customer: note.customer ?? (pathIDs ? p.get("customer") : nil), kid: note.kid, envelope: envelope, detail: note.detail)
         if !log.record(event) {
             context.logger.error("audit log write failed", metadata: ["error": "\(log.lastError.map(\.code.rawValue) ?? "?")"])
         }

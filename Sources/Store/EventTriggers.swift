@@ -277,3 +277,19 @@ extension Dialect {
         backend == .postgres ? "split_part(\(s), '&', 1)" : "substr(\(s), 1, instr(\(s) || '&', '&') - 1)"
     }
 }
+
+/// Events that tell of something besides a row's change (`fingerprint.withheld`: the gateway's
+/// guessing limit withheld a new token's fingerprint, docs/events.md). The object is the row as
+/// the change triggers show it (the same expressions), written by one statement.
+public enum NoticeEvents {
+    /// Writes an event of `type` (`<kind>.<what>`, filed under `<kind>` for `type=<kind>.*`) about
+    /// the token `token` (its object as `token.created` shows it); nothing when the token is gone.
+    public static func token(_ type: String, _ token: String, in db: Database) async throws(StoreError) {
+        let d = db.dialect
+        let object = d.jsonObject(EventRule.tokenData(d, "vault_tokens"))
+        _ = try await db.write("""
+            INSERT INTO vault_events (type, object_type, object_id, data, created_at)
+            SELECT ?, ?, token, \(object), \(d.nowMillis) FROM vault_tokens WHERE token = ?
+            """, [type, String(type.prefix { $0 != "." }), token])
+    }
+}

@@ -87,6 +87,9 @@ public final class LedgerStore: Sendable {
 
     public init(database: Database) { self.db = database }
 
+    /// The store it is over.
+    public var database: Database { db }
+
     static let columns = """
         payment_id, processor, amount, currency, envelope_id, state, status, decline_code, reference, transaction_id, attempts,
         lease_until, next_try_at, deadline_at, reason, created_at, updated_at

@@ -62,7 +62,7 @@ extension Database {
 public enum Migrations {
     public static let all: [Migration] = [
         base, ledger, cvcColumnsGone, lifecycle, createsAndReferences, listing, metadata, events, fingerprintLinks, paymentEventTokens,
-        instrumentUpdated, tokenFingerprintIndex, importLines, velocity,
+        instrumentUpdated, tokenFingerprintIndex, importLines, velocity, FingerprintGuesses.migration, visibleDigits,
     ]
 
     /// Every table the vault had when the store layer became one (tokens, payments, sessions,

@@ -22,6 +22,9 @@ public enum FingerprintAnswer: Sendable, Equatable {
     /// The gateway opened nothing it would charge: a tampered envelope, metadata that does not
     /// match the card, a kid it does not open. Carries the gateway's code and message.
     case refused(code: ErrorCode, message: String)
+    /// The gateway's guessing limit (DESIGN §9): a new card of a truncation group past its limit.
+    /// The token is made without a fingerprint; the filler asks again later.
+    case withheld
 }
 
 /// Why no fingerprints could be had.

@@ -54,6 +54,10 @@ public final class SQLTokenStore: TokenStore {
         try await FingerprintLinks.record(group, in: db)
     }
 
+    public func noteFingerprintWithheld(_ token: String) async throws(StoreError) {
+        try await NoticeEvents.token("fingerprint.withheld", token, in: db)
+    }
+
     public func withoutFingerprint(after: String, limit: Int, now: Date) async throws(StoreError) -> [TokenRecord] {
         let rows = try await db.query("""
             SELECT \(StoredToken.selectColumns) FROM vault_tokens

@@ -28,6 +28,10 @@ public protocol TokenStore: Sendable {
     /// fingerprint-key rotation), so that a lookup by any of them matches the others.
     func linkFingerprints(_ group: [String]) async throws(StoreError)
 
+    /// Writes the `fingerprint.withheld` event of a token just stored without its fingerprint
+    /// (the gateway's guessing limit, docs/threat-model.md).
+    func noteFingerprintWithheld(_ token: String) async throws(StoreError)
+
     /// Live tokens without a fingerprint, in token order after `after`, at most `limit`.
     func withoutFingerprint(after: String, limit: Int, now: Date) async throws(StoreError) -> [TokenRecord]
 

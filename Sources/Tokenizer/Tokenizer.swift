@@ -77,7 +77,7 @@ public struct Tokenizer: Sendable {
         let t = now()
         let month = CalendarMonth(date: t)
         let envelope = try CardEnvelope.seal(card, to: keys.snapshot.primary, validator: validator, now: month)
-        let shape = try cardShape(format, envelope.card, pan: card.number)
+        let shape = try cardShape(format, envelope.card)
         return try await store(
             envelope, at: t, sealedHere: true, metadata: metadata, shape: shape, singleUse: singleUse, dedupe: dedupe, fingerprinted: fingerprinted)
     }
@@ -118,11 +118,17 @@ public struct Tokenizer: Sendable {
             throw VaultError(.brandNotAccepted, "this card brand is not accepted", field: "envelope.card.brand")
         }
         let digits: (String) -> Bool = { $0.utf8.allSatisfy { $0 >= 48 && $0 <= 57 } }
-        guard spec.lengths.contains(c.length), c.bin.count == CardNumberInfo.binLength(forLength: c.length), digits(c.bin),
+        // The visible prefix (DESIGN §1), or the longer BIN an earlier version sealed, which is
+        // cut to the prefix before anything is stored (the card metadata is not authenticated
+        // data of the fields: cutting it leaves the envelope openable, and the gateway checks it).
+        let binLengths = [CardNumberInfo.binLength(forLength: c.length), CardNumberInfo.legacyBINLength(forLength: c.length)]
+        guard spec.lengths.contains(c.length), binLengths.contains(c.bin.utf8.count), digits(c.bin),
               c.last4.count == 4, digits(c.last4)
         else {
             throw VaultError(.envelopeMetadataInvalid, "card metadata is not consistent (length, bin or last4)", field: "envelope.card")
         }
+        var envelope = envelope
+        envelope.card.bin = CardNumberInfo.visiblePrefix(c.bin, length: c.length)
         // Envelopes sealed today carry no fingerprint (docs/envelope-v1.md); an older one may, in
         // the documented form only. The gateway checks it when it fingerprints the envelope.
         if let fp = c.fingerprint, !FingerprintAnswer.isWellFormed(fp) {
@@ -143,17 +149,31 @@ public struct Tokenizer: Sendable {
         if let code = expiry.validate(now: CalendarMonth(date: t)) {
             throw VaultError(ErrorCode(cardRules: code), "the card's expiry is not usable", field: "envelope.card.exp_year")
         }
-        let shape = try cardShape(format, c, pan: nil)
+        let shape = try cardShape(format, envelope.card)
         return try await store(
             envelope, at: t, sealedHere: false, metadata: metadata, shape: shape, singleUse: singleUse, dedupe: dedupe, fingerprinted: fingerprinted)
     }
 
-    /// Whether `text` can name a token: `tok_…`, or a card-shaped token that fails the Luhn check
-    /// (one that passes it only when this vault makes them, `card_token_luhn_valid`). Anything else,
-    /// a card number among them, is `TOKEN_NOT_FOUND` before it reaches the store.
+    /// Whether `text` can name a token: `tok_…`, or a card-shaped token that passes no brand's
+    /// card rules (one that passes them only with `card_token_luhn_valid`, for tokens made by
+    /// earlier versions). Anything else, a card number among them, is `TOKEN_NOT_FOUND` before it
+    /// reaches the store.
     public func isTokenName(_ text: String) -> Bool {
         RandomID.isWellFormed(text, prefix: "tok_")
-            || CardShapedToken.isAccepted(text, luhnValid: policy.cardTokenLuhnValid)
+            || CardShapedToken.isAccepted(text, luhnValid: policy.cardTokenLuhnValid, table: validator.table)
+    }
+
+    /// Whether `digits`, refused by the card rules as a card number, is one of this store's live
+    /// card-shaped tokens (the caller sent a token where a card belongs: `CARD_NUMBER_IS_TOKEN`).
+    /// Only a number the card rules refuse is looked up: no card number reaches the store.
+    public func isOwnToken(_ number: SecureBytes) async -> Bool {
+        let name: String? = number.withUnsafeBytes { digits in
+            let ok = (CardShapedToken.minimumLength...CardShapedToken.maximumLength).contains(digits.count)
+                && digits.allSatisfy { $0 >= 48 && $0 <= 57 } && !validator.table.passesAnyBrand(digits)
+            return ok ? String(decoding: digits, as: UTF8.self) : nil
+        }
+        guard let name else { return false }
+        do throws(StoreError) { return try await store.get(name, now: now()) != nil } catch { return false }
     }
 
     /// The record of a live token.
@@ -233,6 +253,7 @@ public struct Tokenizer: Sendable {
                     found.append((row.token, fp))
                     if !others.isEmpty { links.append([fp] + others) }
                 case .refused: refused += 1
+                case .withheld: break  // still past the group's limit: asked again next pass
                 }
             }
             do throws(StoreError) {
@@ -266,7 +287,7 @@ public struct Tokenizer: Sendable {
         }
         let cvc = envelope.fields[.cvc]
         let stored = envelope.droppingCVC()
-        let (fingerprint, others) = try await fingerprint(of: stored, refusalIsFinal: !sealedHere)
+        let (fingerprint, others, withheld) = try await fingerprint(of: stored, refusalIsFinal: !sealedHere)
         if let fingerprint, let fingerprinted { try await fingerprinted(fingerprint) }
         if dedupe, let fingerprint, let found = try await reuse([fingerprint] + others, stored, cvc: cvc, cardShaped: shape != nil, at: t) {
             return Tokenized(record: found, reused: true)
@@ -303,6 +324,13 @@ public struct Tokenizer: Sendable {
         if let cvc, let expires = record.cvcExpiresAt {
             cvcs.hold(cvc, token: record.token, sealedKey: stored.sealedKey, expiresAt: expires)
         }
+        // The gateway withheld the fingerprint (its guessing limit): the token stands, and the
+        // event says so (after the token's commit: a notice, not a change of the token).
+        if withheld {
+            do throws(StoreError) { try await store.noteFingerprintWithheld(record.token) } catch {
+                // The token is made and acknowledged; the gateway's metric and audit line still tell.
+            }
+        }
         return Tokenized(record: record, reused: false)
     }
 
@@ -336,23 +364,10 @@ public struct Tokenizer: Sendable {
     }
 
     /// What a card-shaped token is drawn from, checked before anything else is done; nil for `tok_`.
-    private func cardShape(_ format: TokenFormat?, _ card: CardMetadata, pan: SecureBytes?) throws(VaultError) -> CardShape? {
+    private func cardShape(_ format: TokenFormat?, _ card: CardMetadata) throws(VaultError) -> CardShape? {
         guard (format ?? policy.format) == .card else { return nil }
-        try CardShapedToken.check(card)
-        // The token could be the card's own number when it may pass the Luhn check (the setting)
-        // or the card need not (a brand without the Luhn rule, UnionPay): then each draw is
-        // compared with the number, which only a card sealed here gives. Otherwise the number is
-        // not kept.
-        let mayEqualCard = policy.cardTokenLuhnValid || validator.table.spec(for: card.brand)?.luhn == false
-        if mayEqualCard, pan == nil {
-            throw VaultError(
-                .cardTokenNeedsCard,
-                policy.cardTokenLuhnValid
-                    ? "Luhn-valid card-shaped tokens (card_token_luhn_valid) are made only for cards sealed here, where the token is checked not to be the card's number; send card, or ask for a tok_ token"
-                    : "this brand's numbers need not pass the Luhn check, so its card-shaped tokens are made only for cards sealed here, where the token is checked not to be the card's number; send card, or ask for a tok_ token",
-                field: "token_format")
-        }
-        return CardShape(card: card, luhnValid: policy.cardTokenLuhnValid, pan: mayEqualCard ? pan : nil, source: cardTokenDigits)
+        try CardShapedToken.check(card, table: validator.table)
+        return CardShape(card: card, table: validator.table, source: cardTokenDigits)
     }
 
     /// The gateway's fingerprint of `envelope` (named, under its primary fingerprint key) and, during
@@ -360,16 +375,17 @@ public struct Tokenizer: Sendable {
     /// cannot answer now (filled in later).
     /// - Throws: the gateway's code when it refuses the envelope (tampered, metadata that does
     ///   not match the card, a kid it does not open): nothing is stored.
-    private func fingerprint(of envelope: CardEnvelope, refusalIsFinal: Bool) async throws(VaultError) -> (String?, others: [String]) {
-        guard let fingerprinter else { return (nil, []) }
+    private func fingerprint(of envelope: CardEnvelope, refusalIsFinal: Bool) async throws(VaultError) -> (String?, others: [String], withheld: Bool) {
+        guard let fingerprinter else { return (nil, [], false) }
         let answers: [FingerprintAnswer]
-        do throws(FingerprintFailure) { answers = try await fingerprinter.fingerprints(of: [envelope]) } catch { return (nil, []) }
+        do throws(FingerprintFailure) { answers = try await fingerprinter.fingerprints(of: [envelope]) } catch { return (nil, [], false) }
         switch answers.first {
-        case .fingerprint(let fp, let others)?: return (fp, others)
+        case .fingerprint(let fp, let others)?: return (fp, others, false)
         case .refused(let code, let message)?:
-            guard refusalIsFinal else { return (nil, []) }
+            guard refusalIsFinal else { return (nil, [], false) }
             throw VaultError(code, message, field: "envelope")
-        case nil: return (nil, [])
+        case .withheld?: return (nil, [], true)
+        case nil: return (nil, [], false)
         }
     }
 
@@ -385,19 +401,12 @@ public struct Tokenized: Sendable, Equatable {
     public var reused: Bool
 }
 
-/// A card-shaped token's draw: the card's shape and, for a Luhn-valid one, its number (only to
-/// check that the token is not it; never read otherwise).
+/// A card-shaped token's draw: the card's shape and the brand rules it must pass none of.
 struct CardShape {
-    let card: CardMetadata, luhnValid: Bool, pan: SecureBytes?, source: CardShapedToken.DigitSource
+    let card: CardMetadata, table: BrandTable, source: CardShapedToken.DigitSource
 
-    /// A fresh token; a Luhn-valid one that is the card's own number is drawn again.
-    func draw() throws(VaultError) -> String {
-        for _ in 0..<CardShapedToken.attempts {
-            let token = try CardShapedToken.make(for: card, luhnValid: luhnValid, source: source)
-            guard let pan, pan.withUnsafeBytes({ $0.elementsEqual(token.utf8) }) else { return token }
-        }
-        throw VaultError(.tokenSpaceExhausted, "no card-shaped token other than the card's number could be drawn", field: "token_format")
-    }
+    /// A fresh token.
+    func draw() throws(VaultError) -> String { try CardShapedToken.make(for: card, table: table, source: source) }
 }
 
 extension CalendarMonth {

@@ -66,6 +66,13 @@ extension GatewayServer.Configuration {
         c.store = try s.checked(S.store, flag: o.store.store) { () throws(VaultError) in try StoreLocation(store) }
         let interval = try s.number(S.settleInterval, flag: o.gateway.settleInterval, atLeast: 0.05)
         c.settleInterval = .milliseconds(Int(interval * 1000))
+        let guessLimit = try s.number(S.fingerprintGuessLimit, flag: o.gateway.fingerprintGuessLimit, atLeast: 1)
+        let guessWindow = try s.number(S.fingerprintGuessWindow, flag: o.gateway.fingerprintGuessWindow, atLeast: 60)
+        guard guessLimit == guessLimit.rounded(), guessWindow == guessWindow.rounded() else {
+            throw VaultError(.configInvalid, "gateway.fingerprint_guess_limit and gateway.fingerprint_guess_window are whole numbers", field: "gateway.fingerprint_guess_limit")
+        }
+        c.fingerprintGuessLimit = Int(guessLimit)
+        c.fingerprintGuessWindow = Int(guessWindow)
         var uids = Set<UInt32>()
         for text in try s.list(S.allowUid, flag: o.gateway.allowUid) {
             guard let uid = UInt32(text) else {

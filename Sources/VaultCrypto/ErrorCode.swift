@@ -33,6 +33,7 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
     case keyFileExists = "KEY_FILE_EXISTS"
     case keysDirectoryUnsafe = "KEYS_DIRECTORY_UNSAFE"
     case fingerprintKeyMissing = "FINGERPRINT_KEY_MISSING"
+    case fingerprintWithheld = "FINGERPRINT_WITHHELD"
     case fingerprintKeyRefused = "FINGERPRINT_KEY_REFUSED"
     case keyPassphraseRequired = "KEY_PASSPHRASE_REQUIRED"
     case keyPassphraseWrong = "KEY_PASSPHRASE_WRONG"
@@ -88,6 +89,8 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
     case cardTokenSpaceTooSmall = "CARD_TOKEN_SPACE_TOO_SMALL"
     case tokenSpaceExhausted = "TOKEN_SPACE_EXHAUSTED"
     case cardTokenNeedsCard = "CARD_TOKEN_NEEDS_CARD"
+    case cardTokenBrandUnsupported = "CARD_TOKEN_BRAND_UNSUPPORTED"
+    case cardNumberIsToken = "CARD_NUMBER_IS_TOKEN"
     case storeUnavailable = "STORE_UNAVAILABLE"
     case storeRowCorrupt = "STORE_ROW_CORRUPT"
     case storeDuplicate = "STORE_DUPLICATE"
@@ -253,6 +256,7 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
         case .keyFileExists: Self.e(422, .keyFile, "keygen will not overwrite")
         case .keysDirectoryUnsafe: Self.e(422, .keyFile, "a keys directory another user owns or group or others may write: nothing is written")
         case .fingerprintKeyMissing: Self.e(503, .keyFile, "the gateway has no fingerprint key")
+        case .fingerprintWithheld: Self.e(429, .failure, "the gateway's guessing limit withheld a new card's fingerprint (an entry of POST /v1/fingerprints, never an answer of the sidecar)")
         case .fingerprintKeyRefused: Self.e(422, .keyFile, "the sidecar's keys directory holds a fingerprint key: only the gateway may")
         case .keyPassphraseRequired: Self.e(422, .keyFile, "a passphrase-protected secret key and no passphrase given")
         case .keyPassphraseWrong: Self.e(422, .keyFile, "the passphrase does not open the key (or the file was altered), or it is empty")
@@ -304,6 +308,8 @@ public enum ErrorCode: String, CaseIterable, Sendable, CustomStringConvertible {
         case .cardTokenSpaceTooSmall: Self.e(422, .invalidInput, "a card-shaped token was asked for a card too short to hide in (fewer than 15 digits)")
         case .tokenSpaceExhausted: Self.e(409, .failure, "every card-shaped token drawn for this card's first 6, last 4 and length was taken")
         case .cardTokenNeedsCard: Self.e(422, .invalidInput, "a card-shaped token that could be the card's number was asked for an envelope sealed elsewhere")
+        case .cardTokenBrandUnsupported: Self.e(422, .invalidInput, "a card-shaped token was asked for a brand whose numbers need not pass the Luhn check (UnionPay)")
+        case .cardNumberIsToken: Self.e(422, .invalidInput, "a card number that is one of this vault's card-shaped tokens")
         case .storeUnavailable: Self.e(503, .unreachable, "the store cannot be reached or refused the operation")
         case .storeRowCorrupt: Self.e(503, .failure, "a stored row cannot be read back")
         case .storeDuplicate: Self.e(409, .failure, "a unique key of the store is taken (the stores turn it into their own code)")

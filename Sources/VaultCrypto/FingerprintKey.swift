@@ -34,6 +34,19 @@ public struct FingerprintKey: Sendable {
         FingerprintName.format(kid: kid, hex: fingerprint(ofDigits: digits))
     }
 
+    /// A keyed name for a text of the gateway's own (`vault:guess-group:v1:…`, DESIGN §9: a
+    /// truncation group is named in storage by a keyed hash, never in clear): lowercase hex of
+    /// keyed BLAKE2b-128. The texts it names begin with `vault:`, which no PAN's digits do, so a
+    /// name is never a fingerprint's.
+    public func keyedName(_ text: String) -> String {
+        var out = [UInt8](repeating: 0, count: 16)
+        let message = Array(text.utf8)
+        bytes.withUnsafeBytes { key in
+            _ = crypto_generichash(&out, 16, message, UInt64(message.count), key.baseAddress!.assumingMemoryBound(to: UInt8.self), key.count)
+        }
+        return Hex.encode(out)
+    }
+
     /// The bare fingerprint of a PAN given as ASCII digits: lowercase hex of keyed BLAKE2b-256
     /// (the part after the kid in the named form; stores written before the named form hold it).
     /// Same digits, same key → same fingerprint; the expiry is not part of it.

@@ -102,6 +102,13 @@ public struct EnvelopeOpener: Sendable {
         // An envelope carries a fingerprint only if an earlier version sealed it with the key; the
         // key is needed to check it, and without it the field is not trusted for anything.
         var derived = CardMetadata(info: info, expiry: expiry, fingerprint: envelope.card.fingerprint)
+        // An envelope sealed by an earlier version carries the longer BIN (8 digits from 16, else
+        // 6): it matches when those are the card's first digits (docs/envelope-v1.md).
+        let legacy = CardNumberInfo.legacyBINLength(forLength: info.length)
+        if envelope.card.bin.utf8.count == legacy, legacy > derived.bin.utf8.count,
+           card.number.withUnsafeBytes({ $0.count >= legacy && $0.prefix(legacy).elementsEqual(envelope.card.bin.utf8) }) {
+            derived.bin = envelope.card.bin
+        }
         if checkFingerprint, let carried = envelope.card.fingerprint, let keys = fingerprintKeys {
             // Named: the key it names must be held and give the same; bare (legacy): any key held.
             let parsed = FingerprintName.parse(carried)
@@ -138,6 +145,29 @@ public struct EnvelopeOpener: Sendable {
         }
         let opened = try open(envelope, checkFingerprint: true)
         return opened.card.number.withUnsafeBytes { fingerprintKeys.namedFingerprints(ofDigits: $0) }
+    }
+
+    /// A card as the gateway's guessing limit sees it (DESIGN §9): its fingerprints (as
+    /// `fingerprints(of:)`), its truncation group (visible prefix, last 4 and length) and itself,
+    /// both named by keyed hashes under the primary fingerprint key.
+    public struct GuessingCard: Sendable {
+        public let fingerprints: [String]
+        public let group: String
+        public let member: String
+    }
+
+    /// `fingerprints(of:)`, with the card's truncation group and its name in it.
+    /// - Throws: as `fingerprints(of:)`.
+    public func guessingCard(of envelope: CardEnvelope) throws(VaultError) -> GuessingCard {
+        guard let fingerprintKeys else {
+            throw VaultError(.fingerprintKeyMissing, "the gateway has no fingerprint key (fingerprint.fk in its keys directory)")
+        }
+        let opened = try open(envelope, checkFingerprint: true)
+        let all = opened.card.number.withUnsafeBytes { fingerprintKeys.namedFingerprints(ofDigits: $0) }
+        let m = opened.metadata
+        let key = fingerprintKeys.primary
+        let group = key.keyedName("vault:guess-group:v1:\(CardNumberInfo.visiblePrefix(m.bin, length: m.length)):\(m.last4):\(m.length)")
+        return GuessingCard(fingerprints: all, group: group, member: key.keyedName("vault:guess-member:v1:\(all[0])"))
     }
 
     /// Names the metadata keys that differ (never their values, which could be PAN digits).

@@ -46,18 +46,20 @@ import Testing
     }
 
     @Test func maskExamples() {
-        #expect(CardFormatter.mask(ascii("4242424242424242"), brand: .visa) == "4242 4242 •••• 4242")
-        #expect(CardFormatter.mask(ascii("378282246310005"), brand: .amex) == "3782 82•••• •0005")
-        #expect(CardFormatter.mask(ascii("36227206271667"), brand: .diners) == "3622 72•••• 1667")
-        #expect(CardFormatter.mask(ascii("4000000000000000006"), brand: .visa) == "4000 0000 •••• •••0 006")
+        // The visible prefix (min(6, length − 10)) and the last 4: at least 6 digits hidden (DESIGN §1).
+        #expect(CardFormatter.mask(ascii("4242424242424242"), brand: .visa) == "4242 42•• •••• 4242")
+        #expect(CardFormatter.mask(ascii("378282246310005"), brand: .amex) == "3782 8••••• •0005")
+        #expect(CardFormatter.mask(ascii("36227206271667"), brand: .diners) == "3622 •••••• 1667")
+        #expect(CardFormatter.mask(ascii("4000000000000000006"), brand: .visa) == "4000 00•• •••• •••0 006")
         #expect(CardFormatter.mask(ascii("4242"), brand: .visa) == "4242")
         #expect(CardFormatter.mask(ascii("42424242"), brand: .visa) == "4242 42••")
         #expect(CardFormatter.mask(ascii("42x4"), brand: nil) == "42•4")  // non-digits never shown
         #expect(CardFormatter.mask(ascii(""), brand: nil) == "")
     }
 
-    /// Property: whatever the length and brand, at most the BIN (8 from 16 digits, else 6) and the
-    /// last 4 (from 12 digits) are visible, they never overlap, and every digit has a place.
+    /// Property: whatever the length and brand, at most the visible prefix (min(6, length − 10)
+    /// from 12 digits, the first 6 of a shorter number) and the last 4 (from 12 digits) are
+    /// visible, at least 6 digits of a number of 12 or more stay hidden, and every digit has a place.
     @Test func maskNeverRevealsMoreThanBINAndLast4() {
         var random = SeededRandom(seed: 2026)
         for length in 1...19 {
@@ -67,12 +69,12 @@ import Testing
                 let chars = Array(masked.filter { $0 != " " })
                 #expect(chars.count == length)
                 let visible = chars.filter(\.isNumber).count
-                let lead = length >= 16 ? 8 : min(6, length)
+                let lead = length >= 12 ? min(6, length - 10) : min(6, length)
                 let tail = length >= 12 ? 4 : 0
                 #expect(visible == lead + tail, "length \(length)")
-                #expect(visible <= 12)
+                #expect(visible <= 10)
                 if length >= 12 {
-                    #expect(visible <= length - 2)
+                    #expect(visible <= length - 6)
                     #expect(chars.filter { $0 == "•" }.count == length - visible)
                 }
                 // The visible digits are the real ones, in place.
@@ -84,7 +86,7 @@ import Testing
             }
         }
         for length in 12...19 {
-            #expect(CardFormatter.visibleDigits(length: length) == (length >= 16 ? 8 : 6, 4))
+            #expect(CardFormatter.visibleDigits(length: length) == (min(6, length - 10), 4))
         }
     }
 }

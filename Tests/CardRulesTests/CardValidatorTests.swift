@@ -94,11 +94,12 @@ import Testing
 
     @Test func binAndLast4NeverOverlapAndStayWithinPCI() {
         let visa = validator.validate(digits: ascii("4242424242424242"))
-        #expect(visa.bin == "42424242" && visa.last4 == "4242")
+        // The visible prefix, min(6, length − 10) digits (issue 37, DESIGN §1): 6 stay hidden.
+        #expect(visa.bin == "424242" && visa.last4 == "4242")
         let amex = validator.validate(digits: ascii("378282246310005"))
-        #expect(amex.bin == "378282" && amex.last4 == "0005")
+        #expect(amex.bin == "37828" && amex.last4 == "0005")
         let maestro = validator.validate(digits: luhnNumber("6759", length: 12))
-        #expect(maestro.bin?.count == 6 && maestro.last4?.count == 4)
+        #expect(maestro.bin == "67" && maestro.last4?.count == 4)
         let short = validator.validate(digits: ascii("42424242424"))
         #expect(short.bin == nil && short.last4 == nil)
         let partial = validator.validate(digits: ascii("42424242"), partial: true)
@@ -109,7 +110,7 @@ import Testing
         #expect(nonDigit.bin == nil && nonDigit.last4 == nil && nonDigit.brand == nil && nonDigit.candidates.isEmpty)
         for length in 12...19 {
             let info = validator.validate(digits: luhnNumber("4", length: length))
-            #expect((info.bin?.count ?? 0) + (info.last4?.count ?? 0) <= length - 2)
+            #expect((info.bin?.count ?? 0) + (info.last4?.count ?? 0) <= length - 6)
         }
     }
 
@@ -157,6 +158,6 @@ import Testing
 
     @Test func validatesBuffersInPlace() {
         let info = ascii("4242424242424242").withUnsafeBytes { validator.validate(digits: $0) }
-        #expect(info.valid && info.bin == "42424242")
+        #expect(info.valid && info.bin == "424242")
     }
 }

@@ -6,8 +6,9 @@ Usage: fingerprint_bruteforce.py STORE.sqlite PATH...
 Reads every token row of a SQLite store (BIN, last 4, length and fingerprint) and every key-shaped
 value in the files under PATH... (any base64 string of exactly 32 bytes, which covers
 `vault:fk:v1:`, `vault:sk:v1:` and `vault:pk:v1:` lines under any file name). For each row and
-each key it tries every Luhn-valid PAN with that BIN, length and last 4 (about 1,000 for a
-16-digit card with an 8-digit BIN) and compares keyed BLAKE2b-256 with the stored fingerprint.
+each key it tries every Luhn-valid PAN with that visible prefix, length and last 4 (about 100,000
+for any card: at least 6 digits stay hidden, DESIGN §1; 1,000 with the 8-digit BIN earlier
+versions stored) and compares keyed BLAKE2b-256 with the stored fingerprint.
 Prints JSON: rows, rows_with_fingerprint, keys_tried, recovered (rows whose PAN was rebuilt).
 It never prints a recovered number.
 """
@@ -23,6 +24,10 @@ KEYISH = re.compile(rb"[A-Za-z0-9+/]{43}=")
 
 
 def luhn_ok(digits):
+    return luhn_sum(digits) % 10 == 0
+
+
+def luhn_sum(digits):
     total = 0
     for i, d in enumerate(reversed(digits)):
         n = ord(d) - 48
@@ -31,7 +36,7 @@ def luhn_ok(digits):
             if n > 9:
                 n -= 9
         total += n
-    return total % 10 == 0
+    return total
 
 
 def keys_in(paths):
@@ -69,10 +74,12 @@ def main():
         middle = length - len(bin_) - 4
         hit = False
         for key in keys:
-            for i in range(10 ** middle):
-                pan = bin_ + str(i).zfill(middle) + last4
-                if not luhn_ok(pan):
-                    continue
+            for i in range(10 ** (middle - 1)):
+                # The last hidden digit is not doubled by Luhn (4 digits follow it): solve it.
+                head = bin_ + str(i).zfill(middle - 1)
+                pan = head + "0" + last4
+                d = (10 - luhn_sum(pan) % 10) % 10
+                pan = head + str(d) + last4
                 # Named fingerprints (fp1_<fkid>_<hex>) and legacy bare hex both end with the hash.
                 if hashlib.blake2b(pan.encode(), key=key, digest_size=32).hexdigest() == fp[-64:]:
                     hit = True

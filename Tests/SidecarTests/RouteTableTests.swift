@@ -35,7 +35,9 @@ import Testing
             let expected: Set<PeerPolicy.Role>? =
                 switch (method, path) {
                 case (.get, "/v1/health"), (.get, "/v1/health/ready"), (.get, "/openapi.json"), (.get, "/metrics"): nil
-                case (.post, "/v1/tokens"), (.post, "/v1/validate"): [.tokenize, .admin]
+                // A pay caller saves cards too, and may dedupe them (docs/dedupe.md).
+                case (.post, "/v1/tokens"): [.tokenize, .pay, .admin]
+                case (.post, "/v1/validate"): [.tokenize, .admin]
                 case (.get, "/v1/tokens/{token}"): [.tokenize, .pay, .admin]
                 // The list shows every caller's tokens (BIN, last 4, fingerprint): never to a
                 // tokenize-only caller, which may read only the tokens whose ids it holds.

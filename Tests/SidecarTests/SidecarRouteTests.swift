@@ -41,7 +41,7 @@ import VaultCrypto
             #expect(token.hasPrefix("tok_"))
             #expect(!text.contains("4242424242424242") && !text.contains("4242 4242 4242 4242"))
             let card = try #require(body["card"] as? [String: Any])
-            #expect(card["brand"] as? String == "visa" && card["last4"] as? String == "4242" && card["bin"] as? String == "42424242")
+            #expect(card["brand"] as? String == "visa" && card["last4"] as? String == "4242" && card["bin"] as? String == "424242")
             #expect(body["has_cvc"] as? Bool == true)
 
             try await client.execute(uri: "/v1/tokens/\(token)", method: .get) { r in

@@ -165,6 +165,8 @@ struct VelocityTests {
 
     @Test func binOfATypedNumber() {
         func bin(_ s: String) -> String? { Array(s.utf8).withUnsafeBytes { VelocityLimiter.bin(of: $0) } }
-        #expect(bin("4242 4242 4242 4242") == "424242" && bin("4242-42") == "424242" && bin("42424") == nil && bin("42x4242") == nil)
+        // The visible prefix of the whole number (min(6, length − 10), DESIGN §1), never more.
+        #expect(bin("4242 4242 4242 4242") == "424242" && bin("4242-4242-4242-4242") == "424242" && bin("42424") == nil && bin("42x4242") == nil)
+        #expect(bin("6759 0000 0007") == "67" && bin("378282246310005") == "37828" && bin("4242-42") == nil)
     }
 }

@@ -20,20 +20,21 @@ import VaultCrypto
     }
 
     @Test(arguments: Backend.available)
-    func keepsLengthFirstSixLastFourAndFailsLuhnByDefault(_ backend: Backend) async throws {
+    func keepsLengthVisiblePrefixLastFourAndFailsLuhn(_ backend: Backend) async throws {
         let h = try await backend.make()
         defer { Task { await h.cleanup() } }
         let t = tokenizer(h)
         var middles = Set<String>()
         for number in ["4242424242424242", "378282246310005"] {
+            let visible = min(6, number.count - 10)   // DESIGN §1: 6 of a 16-digit card, 5 of an Amex
             for _ in 0..<20 {
                 let r = try await t.tokenize(card(number))
                 #expect(r.token.count == number.count)
-                #expect(r.token.prefix(6) == number.prefix(6) && r.token.suffix(4) == number.suffix(4))
+                #expect(r.token.prefix(visible) == number.prefix(visible) && r.token.suffix(4) == number.suffix(4))
                 #expect(!Luhn.isValid(Array(r.token.utf8)), "a card-shaped token fails the Luhn check by default")
                 #expect(r.token != number)
                 #expect(CardShapedToken.isWellFormed(r.token))
-                middles.insert(String(r.token.dropFirst(6).dropLast(4)))
+                middles.insert(String(r.token.dropFirst(visible).dropLast(4)))
                 #expect(try await t.record(r.token).envelope.id == r.envelope.id, "it resolves like any token")
             }
         }
@@ -46,23 +47,25 @@ import VaultCrypto
         #expect(unknown?.code == .tokenNotFound)
     }
 
-    @Test func luhnValidVariantPassesAndIsNeverTheCard() async throws {
+    /// `card_token_luhn_valid` no longer makes Luhn-valid tokens (DESIGN §9: a card-shaped token
+    /// never passes any brand's card rules): it only lets names of earlier ones be looked up. A
+    /// source that draws nothing but a passing middle is refused after its draws.
+    @Test func theLegacySettingMakesNoLuhnValidToken() async throws {
         let h = try await Backend.sqlite.make()
         defer { Task { await h.cleanup() } }
         var t = tokenizer(h, luhnValid: true)
         for _ in 0..<20 {
             let r = try await t.tokenize(card("4242424242424242"))
-            #expect(Luhn.isValid(Array(r.token.utf8)))
-            #expect(r.token.hasPrefix("424242") && r.token.hasSuffix("4242") && r.token != "4242424242424242")
+            #expect(!Luhn.isValid(Array(r.token.utf8)) && !BrandTable.standard.passesAnyBrand(r.token.utf8))
+            #expect(r.token.hasPrefix("424242") && r.token.hasSuffix("4242"))
         }
-        // A source that always draws the card's own middle: never handed out as its token.
+        // 424242 424242 4242 is the card itself (it passes): never handed out, drawn again until refused.
         t.cardTokenDigits = Self.scripted(Array("424242".utf8))
         let e = await #expect(throws: VaultError.self) { _ = try await t.tokenize(card("4242424242424242")) }
         #expect(e?.code == .tokenSpaceExhausted)
-        // An envelope sealed elsewhere: the sidecar cannot check the token against its number.
-        let needs = await #expect(throws: VaultError.self) { _ = try await t.tokenize(envelope: try sampleEnvelope()) }
-        #expect(needs?.code == .cardTokenNeedsCard)
-        #expect(try await h.store.count() == 20, "nothing stored for the refusals")
+        #expect(try await h.store.count() == 20, "nothing stored for the refusal")
+        // Names: a Luhn-valid run of digits names a token only with the legacy setting.
+        #expect(t.isTokenName("4242424242424242") && !tokenizer(h).isTokenName("4242424242424242"))
     }
 
     @Test(arguments: Backend.available)
@@ -90,26 +93,25 @@ import VaultCrypto
         #expect(try await h.store.count() == 2)
     }
 
-    /// A brand whose numbers need not pass the Luhn check (UnionPay): a Luhn-failing token could
-    /// be the card's own number, so each draw is compared with it, and an envelope (no number to
-    /// compare with) is refused. A card number in a token's place is not looked up.
-    @Test func aBrandWithoutLuhnIsNeverGivenItsOwnNumber() async throws {
+    /// A brand whose numbers need not pass the Luhn check (UnionPay): every number of a token's
+    /// shape would be a valid card of it, so none is made, for a card or an envelope. A card number
+    /// in a token's place is not looked up.
+    @Test func aBrandWithoutLuhnGetsNoCardShapedToken() async throws {
         let h = try await Backend.sqlite.make()
         defer { Task { await h.cleanup() } }
-        var t = tokenizer(h)
+        let t = tokenizer(h)
         let unionPay = "6212345678901234"   // fails the Luhn check, as UnionPay numbers may
-        #expect(!Luhn.isValid(Array(unionPay.utf8)))
-        let ok = try await t.tokenize(card(unionPay))
-        #expect(ok.token != unionPay && ok.token.hasPrefix("621234") && ok.token.hasSuffix("1234"))
-        t.cardTokenDigits = Self.scripted(Array("567890".utf8))   // always the card's own middle
+        #expect(!Luhn.isValid(Array(unionPay.utf8)) && CardValidator().validate(digits: Array(unionPay.utf8)).valid)
         let e = await #expect(throws: VaultError.self) { _ = try await t.tokenize(card(unionPay)) }
-        #expect(e?.code == .tokenSpaceExhausted)
+        #expect(e?.code == .cardTokenBrandUnsupported)
         let envelope = try CardEnvelope.seal(card(unionPay), to: publicKey, validator: CardValidator(), now: CalendarMonth(year: 2026, month: 11))
-        let needs = await #expect(throws: VaultError.self) { _ = try await t.tokenize(envelope: envelope) }
-        #expect(needs?.code == .cardTokenNeedsCard)
-        #expect(try await h.store.count() == 1, "nothing stored for the refusals")
+        let refused = await #expect(throws: VaultError.self) { _ = try await t.tokenize(envelope: envelope) }
+        #expect(refused?.code == .cardTokenBrandUnsupported)
+        #expect(try await h.store.count() == 0, "nothing stored for the refusals")
+        let ok = try await t.tokenize(card(unionPay), format: .tok)
+        #expect(ok.token.hasPrefix("tok_"))
         // A card number where a token goes: TOKEN_NOT_FOUND before the store is asked.
-        #expect(!t.isTokenName("4242424242424242") && t.isTokenName(ok.token) && t.isTokenName(RandomID.make(prefix: "tok_")))
+        #expect(!t.isTokenName("4242424242424242") && !t.isTokenName(unionPay) && t.isTokenName(RandomID.make(prefix: "tok_")))
         let pan = await #expect(throws: VaultError.self) { _ = try await t.record("4242424242424242") }
         #expect(pan?.code == .tokenNotFound)
     }
@@ -121,8 +123,10 @@ import VaultCrypto
         let e = await #expect(throws: VaultError.self) { _ = try await t.tokenize(card("36227206271667")) }   // 14 digits
         #expect(e?.code == .cardTokenSpaceTooSmall)
         #expect(try await h.store.count() == 0)
-        #expect(CardShapedToken.space(length: 14, luhnValid: false) == 9_000)
-        #expect(CardShapedToken.space(length: 15, luhnValid: false) == 90_000)
+        // The middle is what the visible prefix and last 4 leave: 6 digits up to 16, then more.
+        #expect(CardShapedToken.space(length: 12, luhnValid: false) == 900_000)
+        #expect(CardShapedToken.space(length: 14, luhnValid: false) == 900_000)
+        #expect(CardShapedToken.space(length: 15, luhnValid: false) == 900_000)
         #expect(CardShapedToken.space(length: 16, luhnValid: false) == 900_000)
         #expect(CardShapedToken.space(length: 16, luhnValid: true) == 100_000)
         #expect(CardShapedToken.space(length: 19, luhnValid: false) == 900_000_000)

@@ -28,7 +28,7 @@ import VaultOpen
         #expect(RandomID.isWellFormed(a.token, prefix: "tok_"))
         #expect(a.token != b.token)                                  // never derived from the PAN
         #expect(a.card.fingerprint == nil)                           // no gateway: no fingerprint (never one made here)
-        #expect(a.card.brand == .visa && a.card.bin == "42424242" && a.card.last4 == "4242")
+        #expect(a.card.brand == .visa && a.card.bin == "424242" && a.card.last4 == "4242")
         #expect(a.expiresAt == clock.now.addingTimeInterval(900))
         #expect(a.cvcExpiresAt == clock.now.addingTimeInterval(300))
         #expect(a.hasCVC && a.envelope.fields[.cvc] == nil)

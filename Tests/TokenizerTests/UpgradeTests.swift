@@ -1,3 +1,4 @@
+import CardRules
 import Foundation
 import class GRDB.DatabaseQueue
 import Logging
@@ -162,8 +163,13 @@ import VaultCrypto
             let token = try #require(string(t["token"]))
             let created = try #require(date(t["created_at"]))
             let r = try #require(try await tokens.get(token, now: created), "\(token) does not read back")
-            #expect(r.envelope == (try CardEnvelope(json: try #require(string(t["envelope"])))))
-            #expect(r.card.brand.rawValue == string(t["brand"]) && r.card.bin == string(t["bin"]) && r.card.last4 == string(t["last4"]))
+            // The BIN the old vault stored (6 or 8 digits) is cut to the visible prefix, in the row
+            // and in the envelope's clear metadata (0016-visible-digits, DESIGN §1); the rest as it was.
+            #expect(r.envelope == Self.cut(try CardEnvelope(json: try #require(string(t["envelope"])))))
+            let oldBIN = try #require(string(t["bin"]))
+            #expect(oldBIN.count > CardNumberInfo.binLength(forLength: r.card.length), "the fixture's BINs are the old, longer ones")
+            #expect(r.card.brand.rawValue == string(t["brand"]) && r.card.bin == String(oldBIN.prefix(CardNumberInfo.binLength(forLength: r.card.length))))
+            #expect(r.card.last4 == string(t["last4"]))
             #expect(r.fingerprint == string(t["fingerprint"]) && r.singleUse == bool(t["single_use"]))
             #expect(r.createdAt == created && r.expiresAt == date(t["expires_at"]) && !r.hasCVC)
         }
@@ -204,7 +210,7 @@ import VaultCrypto
             let id = try #require(string(i["id"]))
             let got = try #require(try await customers.instrument(id), "\(id) does not read back")
             #expect(got.customer == string(i["customer"]) && got.createdAt == date(i["created_at"]))
-            #expect(got.envelope == (try CardEnvelope(json: try #require(string(i["envelope"])))) && got.envelope.fields[.cvc] == nil)
+            #expect(got.envelope == Self.cut(try CardEnvelope(json: try #require(string(i["envelope"])))) && got.envelope.fields[.cvc] == nil)
         }
 
         for m in rows["mandates"] ?? [] {
@@ -220,6 +226,22 @@ import VaultCrypto
         let kids = try await tokens.envelopeTable.kidCounts().merging(try await customers.envelopeTable.kidCounts(), uniquingKeysWith: +)
         #expect(kids.values.reduce(0, +) == tokenRows.count + instrumentRows.count)
         #expect(!kids.keys.contains("?"))
+        // No stored row shows more than the visible prefix, in a column or in an envelope's text.
+        for row in try await db.query("SELECT bin, envelope FROM vault_tokens") {
+            let envelope = try CardEnvelope(json: try row.string(1))
+            #expect(try row.string(0) == envelope.card.bin && envelope.card.bin.count == CardNumberInfo.binLength(forLength: envelope.card.length))
+        }
+        for row in try await db.query("SELECT envelope FROM vault_instruments") {
+            let envelope = try CardEnvelope(json: try row.string(0))
+            #expect(envelope.card.bin.count == CardNumberInfo.binLength(forLength: envelope.card.length))
+        }
+    }
+
+    /// An envelope as 0016-visible-digits leaves it: its `card.bin` cut to the visible prefix.
+    static func cut(_ envelope: CardEnvelope) -> CardEnvelope {
+        var e = envelope
+        e.card.bin = CardNumberInfo.visiblePrefix(e.card.bin, length: e.card.length)
+        return e
     }
 
     /// The schema and the migration records, to compare before and after a second migration.

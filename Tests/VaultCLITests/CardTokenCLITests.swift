@@ -94,16 +94,17 @@ import Testing
         #expect(sealed.status == 0 && sealedToken.count == 16 && sealedToken.hasPrefix("555555") && sealedToken.hasSuffix("4444"), "\(sealed.stderr)")
         let shortCLI = try vault("tokenize", "--socket", s.sidecarSocket, input: #"{"number":"36227206271667","exp_month":12,"exp_year":2030}"#)
         #expect(shortCLI.status == 6 && shortCLI.stderr.contains("CARD_TOKEN_SPACE_TOO_SMALL"), "\(shortCLI.stderr)")
-        // The Luhn-valid variant: passes the check, is never the card, pays; an envelope sealed elsewhere is refused.
+        // The legacy setting (`card_token_luhn_valid`) makes no Luhn-valid token any more (DESIGN §9):
+        // a card-shaped token never passes a brand's rules; it still pays; an envelope gets one too.
         s.stop(s.sidecar)
         try s.startSidecar(extra: store + ["--token-format", "card", "--card-token-luhn-valid"])
         let (_, valid) = try s.curl(s.sidecarSocket, "POST", "/v1/tokens", "{\(card)}")
-        let luhnToken = try #require(Self.json(valid)["token"] as? String, "\(valid)")
-        #expect(Self.isLuhnValid(luhnToken) && luhnToken != "4242424242424242" && luhnToken.hasPrefix("424242"))
-        let (paidValid, _, paidBody) = try s.pay(luhnToken, key: PaymentsCLITests.key())
+        let legacyToken = try #require(Self.json(valid)["token"] as? String, "\(valid)")
+        #expect(!Self.isLuhnValid(legacyToken) && legacyToken.hasPrefix("424242"))
+        let (paidValid, _, paidBody) = try s.pay(legacyToken, key: PaymentsCLITests.key())
         #expect(paidValid == 201, "\(paidBody)")
-        let needs = try vault("tokenize", "--socket", s.sidecarSocket, "--key", pub, input: #"{"number":"5555555555554444","exp_month":12,"exp_year":2030}"#)
-        #expect(needs.status == 6 && needs.stderr.contains("CARD_TOKEN_NEEDS_CARD"), "\(needs.stderr)")
+        let envelopeToken = try vault("tokenize", "--socket", s.sidecarSocket, "--key", pub, input: #"{"number":"5555555555554444","exp_month":12,"exp_year":2030}"#)
+        #expect(envelopeToken.status == 0 && !Self.isLuhnValid(Self.json(envelopeToken.out)["token"] as? String ?? "4242424242424242"), "\(envelopeToken.stderr)")
         s.collectLogs()
         #expect(!s.logs.contains("4242424242424242"))
     }

@@ -17,7 +17,7 @@ import VaultCrypto
         #expect(a.fields[.pan] != b.fields[.pan])
         #expect(Set(a.fields.keys) == [.pan, .exp, .cvc, .name])
         // No fingerprint: sealing never holds the fingerprint key (the gateway computes it).
-        #expect(a.card == CardMetadata(brand: .visa, bin: "42424242", last4: "4242", length: 16, expMonth: 12, expYear: 2030, fingerprint: nil))
+        #expect(a.card == CardMetadata(brand: .visa, bin: "424242", last4: "4242", length: 16, expMonth: 12, expYear: 2030, fingerprint: nil))
         #expect(!a.json.contains("fingerprint"))
         // Sizes: key box is 32 + 48 bytes; a field is 24 + plaintext + 16.
         #expect(Base64Decoding.bytes(a.sealedKey)?.count == 80)
@@ -38,7 +38,7 @@ import VaultCrypto
         let e = try CardEnvelope.seal(try card("378282246310005", cvc: "1234", name: nil), to: publicKey, now: fixedNow)
         #expect(e.fields[.name] == nil)
         #expect(e.card.fingerprint == nil)
-        #expect(e.card.bin == "378282" && e.card.last4 == "0005" && e.card.brand == .amex)
+        #expect(e.card.bin == "37828" && e.card.last4 == "0005" && e.card.brand == .amex)
         let json = e.json
         #expect(json.hasPrefix("{\"v\":1,\"id\":\"env_"))
         #expect(!json.contains("378282246310005"))

@@ -3,7 +3,7 @@
 ///
 /// ```
 /// {"seq":N,"time":"YYYY-MM-DDTHH:MM:SS.mmmZ","process":"sidecar|gateway|cli"[,"uid":N],
-///  "action":"[a-z_]{1,32}"[,"token":ID][,"payment":ID][,"customer":ID][,"kid":KID][,"envelope":ID],
+///  "action":"[a-z_]{1,32}"[,"token":ID][,"payment":ID][,"customer":ID][,"kid":KID][,"envelope":ID][,"group":ID],
 ///  "outcome":"ok|[A-Z0-9_]{1,64}"[,"detail":{"[a-z_]{1,32}":INT,…}],"prev":"<64 lowercase hex>"}
 /// ```
 /// One line, no spaces, keys in exactly this order; `prev` is BLAKE2b-256 of the previous line's
@@ -46,7 +46,7 @@ enum AuditFormat {
 
     /// The id keys, in line order.
     enum IDKey: Int, CaseIterable {
-        case token, payment, customer, kid, envelope
+        case token, payment, customer, kid, envelope, group
 
         var name: String {
             switch self {
@@ -55,6 +55,7 @@ enum AuditFormat {
             case .customer: "customer"
             case .kid: "kid"
             case .envelope: "envelope"
+            case .group: "group"
             }
         }
     }
@@ -232,7 +233,7 @@ private struct Parser {
         try expect("\"", "expected \" after \"action\"")
         let idKeys: [(StaticString, AuditFormat.IDKey)] = [
             (",\"token\":\"", .token), (",\"payment\":\"", .payment), (",\"customer\":\"", .customer),
-            (",\"kid\":\"", .kid), (",\"envelope\":\"", .envelope),
+            (",\"kid\":\"", .kid), (",\"envelope\":\"", .envelope), (",\"group\":\"", .group),
         ]
         for (literal, key) in idKeys where take(literal) {
             at = i

@@ -24,7 +24,7 @@ struct EventController: Sendable {
     /// The object types events are about, and the prefixes of their ids.
     static let objects: [String: String] = [
         "token": "tok_", "payment": "pay_", "refund": "re_", "customer": "cus_", "instrument": "ins_", "mandate": "man_",
-        "velocity": "vel_",
+        "velocity": "vel_", "fingerprint": "tok_",
     ]
 
     var events: EventStore {

@@ -10,11 +10,13 @@ struct TokenController: Sendable {
     let validator: CardValidator
     let metrics: SidecarMetrics
     var velocity: VelocityLimiter?
+    /// Lookups of tokens that do not exist, per caller (`sidecar.token_lookup_misses`).
+    var lookups: VelocityLimiter?
 
     static let endpoints: [SidecarEndpoint<Self>] = [
-        .init(SidecarRoute(.post, "/v1/tokens", action: "tokenize", access: [.tokenize, .admin])) { c, request, _ in try await c.create(request) },
+        .init(SidecarRoute(.post, "/v1/tokens", action: "tokenize", access: [.tokenize, .pay, .admin])) { c, request, _ in try await c.create(request) },
         .init(SidecarRoute(.get, "/v1/tokens/{token}", action: "read", access: [.tokenize, .pay, .admin])) { c, _, context in
-            JSONOut.response(.ok, Self.json(try await c.tokenizer.record(context.parameters.get("token") ?? "")))
+            JSONOut.response(.ok, Self.json(try await c.lookUp(context.parameters.get("token") ?? "")))
         },
         .init(SidecarRoute(.delete, "/v1/tokens/{token}", action: "delete", access: [.admin])) { c, _, context in
             try await c.tokenizer.delete(context.parameters.get("token") ?? "")
@@ -62,9 +64,14 @@ struct TokenController: Sendable {
                 _ = try await limiter.admit(.tokenize, VelocityLimiter.Keys(fingerprint: fp, peer: nil))
             }
         }
-        let made = try await VelocityLimiter.guarded(velocity, .tokenize, .init(bin: input.bin)) { () throws(VaultError) in
-            try await input.tokenize(
-                with: tokenizer, metadata: metadata, format: format, singleUse: singleUse, dedupe: dedupe, fingerprinted: fingerprinted)
+        let made: Tokenized
+        do throws(VaultError) {
+            made = try await VelocityLimiter.guarded(velocity, .tokenize, .init(bin: input.bin)) { () throws(VaultError) in
+                try await input.tokenize(
+                    with: tokenizer, metadata: metadata, format: format, singleUse: singleUse, dedupe: dedupe, fingerprinted: fingerprinted)
+            }
+        } catch {
+            throw await Self.ownToken(error, input, tokenizer)
         }
         let record = made.record
         if let note = AuditNote.current {
@@ -82,6 +89,26 @@ struct TokenController: Sendable {
         case .envelope: metrics.tokenCreated(source: "envelope")
         }
         return JSONOut.response(.created, Self.json(record))
+    }
+
+    /// `GET /v1/tokens/{token}`: counted per caller when it names no token (DESIGN §9: guessing
+    /// card-shaped tokens); past `sidecar.token_lookup_misses`, 429 `VELOCITY_LIMIT` with
+    /// `Retry-After` before the store is asked.
+    func lookUp(_ token: String) async throws(VaultError) -> TokenRecord {
+        guard let lookups else { return try await tokenizer.record(token) }
+        let ticket = try await lookups.admit(.lookup, .init())
+        do throws(VaultError) { return try await tokenizer.record(token) } catch {
+            if error.code == .tokenNotFound { await lookups.declined(ticket) }
+            throw error
+        }
+    }
+
+    /// A card number refused by the card rules that is one of this vault's card-shaped tokens:
+    /// `CARD_NUMBER_IS_TOKEN` (the caller sent a token where a card belongs) instead of the rule's code.
+    static func ownToken(_ error: VaultError, _ input: CardInput, _ tokenizer: Tokenizer) async -> VaultError {
+        guard case .card(let card) = input, VelocityLimiter.isCardDecline(error.code), error.field == "card.number" || error.code == .luhnCheckFailed else { return error }
+        guard await tokenizer.isOwnToken(card.number) else { return error }
+        return VaultError(.cardNumberIsToken, "card.number is one of this vault's card-shaped tokens: name it as token, not as a card", field: "card.number")
     }
 
     /// `token_format`: `"tok"` or `"card"` (docs/card-tokens.md).
@@ -142,7 +169,7 @@ enum CardInput {
     var bin: String? {
         switch self {
         case .card(let c): c.number.withUnsafeBytes { VelocityLimiter.bin(of: $0) }
-        case .envelope(let e): e.card.bin.count >= 6 ? String(e.card.bin.prefix(6)) : nil
+        case .envelope(let e): e.card.bin.count >= CardNumberInfo.binLength(forLength: e.card.length) ? CardNumberInfo.visiblePrefix(e.card.bin, length: e.card.length) : nil
         }
     }
 
