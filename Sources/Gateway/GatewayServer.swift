@@ -150,17 +150,19 @@ public struct GatewayServer: Sendable {
 }
 
 extension GatewayServer {
-    /// Opens and migrates the ledger's store. PostgreSQL: probed first (a wrong address, password
-    /// or certificate fails the start with its reason), migrated through a client of its own
-    /// (under the store's advisory lock, so gateways and sidecars may start together), then
-    /// served by a client that runs as a service of the gateway's ServiceGroup.
+    /// Opens and migrates the ledger's store, as the gateway's zone (`Database.migrate(as:)`).
+    /// PostgreSQL: probed first (a wrong address, password or certificate fails the start with its
+    /// reason), migrated through a client of its own (under the store's advisory lock, so gateways
+    /// and sidecars may start together; the gateway zone's steps only, its tables then held by
+    /// the gateway's role), then served by a client that runs as a service of the gateway's
+    /// ServiceGroup.
     /// - Throws: `STORE_UNAVAILABLE`, `STORE_TOO_NEW`, `STORE_TLS_INVALID`.
     static func openStore(_ location: StoreLocation, services: inout [any Service], logger: Logger) async throws -> Database {
         switch location {
         case .sqlite(let path):
             do throws(StoreError) {
                 let database = try Database(sqlitePath: path, onCallingThread: true)
-                try await database.migrate()
+                try await database.migrate(as: .gateway)
                 return database
             } catch {
                 throw VaultError(store: error)
@@ -173,7 +175,7 @@ extension GatewayServer {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask { await migrating.run() }
                     defer { group.cancelAll() }
-                    try await Database(postgres: migrating, logger: logger).migrate()
+                    try await Database(postgres: migrating, logger: logger).migrate(as: .gateway)
                 }
             } catch let error as StoreError {
                 throw VaultError(store: error)

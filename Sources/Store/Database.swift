@@ -424,11 +424,16 @@ public struct Transaction: Sendable {
         }
     }
 
-    /// Whether a table exists (for migrations that adopt what an earlier version made).
+    /// Whether a table exists (for migrations that adopt what an earlier version made). On
+    /// PostgreSQL from the catalog, whoever owns it (`information_schema` shows a role only the
+    /// tables it holds a privilege on: another zone's role's table would seem missing).
     public func tableExists(_ name: String) async throws(StoreError) -> Bool {
         let sql = dialect.backend == .sqlite
             ? "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
-            : "SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = ?"
+            : """
+              SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+              WHERE n.nspname = current_schema() AND c.relname = ? AND c.relkind IN ('r', 'p')
+              """
         return try await !query(sql, [name]).isEmpty
     }
 

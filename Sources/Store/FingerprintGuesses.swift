@@ -34,7 +34,7 @@ public struct FingerprintGuesses: Sendable {
     public init(database: Database) { db = database }
 
     /// `vault_fingerprint_guesses`.
-    static let migration = Migration("0015-fingerprint-guesses") { (d: Dialect) in
+    static let migration = Migration("0015-fingerprint-guesses", zone: .gateway) { (d: Dialect) in
         [
             """
             CREATE TABLE vault_fingerprint_guesses (grp TEXT NOT NULL, member TEXT NOT NULL, seen_at \(d.int) NOT NULL,

@@ -4,18 +4,25 @@ import GRDB
 /// One versioned step of the schema. Both backends apply the same list, in order, and record each
 /// applied name in `vault_migrations`; a name is never edited once released (stores made by
 /// earlier versions upgrade in place by applying what they lack).
+///
+/// Each step belongs to a zone (`Zone`) and touches only that zone's tables: on a PostgreSQL
+/// store shared by both zones, each process applies its own zone's steps as its own role, so
+/// the gateway zone's tables are created by (and owned by) the gateway's role.
 public struct Migration: Sendable {
     public let name: String
+    /// The zone whose process applies it on PostgreSQL (`Database.migrate(as:)`).
+    public let zone: Zone
     let apply: @Sendable (Transaction) async throws(StoreError) -> Void
 
-    init(_ name: String, _ apply: @escaping @Sendable (Transaction) async throws(StoreError) -> Void) {
+    init(_ name: String, zone: Zone = .sidecar, _ apply: @escaping @Sendable (Transaction) async throws(StoreError) -> Void) {
         self.name = name
+        self.zone = zone
         self.apply = apply
     }
 
     /// A migration that runs statements built for the backend's dialect.
-    init(_ name: String, statements: @escaping @Sendable (Dialect) -> [String]) {
-        self.init(name) { (tx) throws(StoreError) in
+    init(_ name: String, zone: Zone = .sidecar, statements: @escaping @Sendable (Dialect) -> [String]) {
+        self.init(name, zone: zone) { (tx) throws(StoreError) in
             for sql in statements(tx.dialect) { try await tx.query(sql) }
         }
     }
@@ -28,14 +35,23 @@ extension Database {
 
     /// Applies the migrations this store lacks, in one transaction (on PostgreSQL under the
     /// advisory lock), then runs SQLite's pending maintenance (the old-CVC scrub). Idempotent.
-    /// - Throws: `STORE_UNAVAILABLE`; `STORE_TOO_NEW` when the store records a migration this
+    ///
+    /// `zone`: the zone of the process migrating (`Zone`). On PostgreSQL it applies only that
+    /// zone's steps (the other zone's process applies its own, as its own role, whichever starts
+    /// first), and the gateway then holds its zone's tables (`Migrations.holdGatewayZone`: owned
+    /// by its role, written by no other). nil (tools, tests), and always on SQLite (a file per
+    /// process): every step.
+    /// - Throws: `STORE_UNAVAILABLE` (on PostgreSQL also when a gateway-zone table is another
+    ///   role's and cannot be taken); `STORE_TOO_NEW` when the store records a migration this
     ///   version does not know (a newer vault made it: refuse rather than guess).
-    public func migrate() async throws(StoreError) {
+    public func migrate(as zone: Zone? = nil) async throws(StoreError) {
         try await transaction { (tx) throws(StoreError) in
-            if tx.dialect.backend == .postgres {
+            let postgres = tx.dialect.backend == .postgres
+            if postgres {
                 try await tx.query("SELECT pg_advisory_xact_lock(\(Self.migrationLock))")
             }
             try await tx.query("CREATE TABLE IF NOT EXISTS vault_migrations (name TEXT PRIMARY KEY, applied_at \(tx.dialect.int) NOT NULL)")
+            if postgres { try await Migrations.shareBookkeeping(tx) }
             var applied = Set<String>()
             for row in try await tx.query("SELECT name FROM vault_migrations") { applied.insert(try row.string(0)) }
             let known = Set(Migrations.all.map(\.name))
@@ -44,10 +60,12 @@ extension Database {
             }
             if applied.isEmpty, tx.dialect.backend == .sqlite { try await Migrations.adoptLegacySQLite(tx) }
             let now = Millis.of(Date())
-            for m in Migrations.all where !applied.contains(m.name) {
+            let only = postgres ? zone : nil
+            for m in Migrations.all where !applied.contains(m.name) && (only == nil || m.zone == only) {
                 try await m.apply(tx)
                 try await tx.query("INSERT INTO vault_migrations (name, applied_at) VALUES (?, ?)", [m.name, now])
             }
+            if postgres, zone == .gateway { try await Migrations.holdGatewayZone(tx) }
         }
         if let pool = sqlitePool { try await Self.sqlite { try await Migrations.scrubLegacyCVCs(pool) } }
     }
@@ -62,7 +80,7 @@ extension Database {
 public enum Migrations {
     public static let all: [Migration] = [
         base, ledger, cvcColumnsGone, lifecycle, createsAndReferences, listing, metadata, events, fingerprintLinks, paymentEventTokens,
-        instrumentUpdated, tokenFingerprintIndex, importLines, velocity, FingerprintGuesses.migration, visibleDigits,
+        instrumentUpdated, tokenFingerprintIndex, importLines, velocity, FingerprintGuesses.migration, visibleDigits, gatewayZone,
     ]
 
     /// Every table the vault had when the store layer became one (tokens, payments, sessions,
@@ -150,25 +168,12 @@ public enum Migrations {
         ]
     }
 
-    /// The processor ledger in the vault's store (docs/configuration.md "The store"): one row per
-    /// payment id that a processor was asked to charge, shared by every gateway of the store; the
-    /// sandbox's 3-D Secure tables; payments that may end `unknown` (with a reason) once settlement
-    /// gives up. Ledgers of earlier versions (a SQLite file per gateway) are imported when this
-    /// file is one.
-    static let ledger = Migration("0002-ledger") { (tx) throws(StoreError) in
-        let d = tx.dialect
-        for sql in [
-            """
-            CREATE TABLE vault_ledger (
-                payment_id TEXT PRIMARY KEY NOT NULL, processor TEXT NOT NULL, amount \(d.int) NOT NULL,
-                currency TEXT NOT NULL, envelope_id TEXT NOT NULL, state TEXT NOT NULL, status TEXT, decline_code TEXT,
-                reference TEXT, transaction_id TEXT, attempts \(d.int) NOT NULL DEFAULT 1, lease_until \(d.int),
-                next_try_at \(d.int), deadline_at \(d.int), reason TEXT, created_at \(d.int) NOT NULL,
-                updated_at \(d.int) NOT NULL)
-            """,
-            "CREATE INDEX vault_ledger_unsettled ON vault_ledger (next_try_at) WHERE state <> 'done'",
-            "CREATE TABLE vault_sandbox_3ds (transaction_id TEXT PRIMARY KEY NOT NULL, payment_id TEXT NOT NULL, request_jti TEXT NOT NULL)",
-            "CREATE TABLE vault_sandbox_3ds_used (jti TEXT PRIMARY KEY NOT NULL)",
+    /// Payments that may end `unknown` (with a reason) once settlement gives up, when the
+    /// processor ledger came into the vault's store. The ledger's own tables (and the import of a
+    /// gateway's ledger file of earlier versions) were made here until they moved to the gateway
+    /// zone's step, `0017-gateway-zone`, which makes them where a store lacks them.
+    static let ledger = Migration("0002-ledger", statements: { d in
+        [
             "ALTER TABLE vault_payments ADD COLUMN reason TEXT",
             // An `unknown` payment may have been charged: it keeps holding its single-use token.
             "DROP INDEX IF EXISTS vault_payments_single_use_token",
@@ -177,30 +182,8 @@ public enum Migrations {
                 WHERE single_use = TRUE AND status IN ('processing','requires_action','succeeded','unknown')
             """,
             "CREATE INDEX vault_payments_unsettled ON vault_payments (updated_at) WHERE status IN ('processing','unknown')",
-        ] { try await tx.query(sql) }
-        // A gateway's own ledger file from before (sandbox or relay): its rows join the ledger.
-        if try await tx.tableExists("sandbox_charges") {
-            try await tx.query("""
-                INSERT INTO vault_ledger (payment_id, processor, amount, currency, envelope_id, state, status, decline_code,
-                                          reference, transaction_id, created_at, updated_at)
-                SELECT payment_id, 'sandbox', amount, currency, envelope_id, 'done', status, decline_code, reference,
-                       transaction_id, created_at * 1000, created_at * 1000 FROM sandbox_charges
-                """)
-            try await tx.query("INSERT INTO vault_sandbox_3ds SELECT transaction_id, payment_id, request_jti FROM sandbox_3ds")
-            try await tx.query("INSERT INTO vault_sandbox_3ds_used SELECT jti FROM sandbox_3ds_used")
-            for t in ["sandbox_charges", "sandbox_3ds", "sandbox_3ds_used"] { try await tx.query("DROP TABLE \(t)") }
-        }
-        if try await tx.tableExists("relay_charges") {
-            // A row left 'sent' was sent and never answered: its outcome is unknown, to settle.
-            try await tx.query("""
-                INSERT INTO vault_ledger (payment_id, processor, amount, currency, envelope_id, state, status, decline_code,
-                                          reference, next_try_at, created_at, updated_at)
-                SELECT payment_id, 'relay', amount, currency, envelope_id, CASE state WHEN 'done' THEN 'done' ELSE 'unknown' END,
-                       status, decline_code, reference, created_at * 1000, created_at * 1000, created_at * 1000 FROM relay_charges
-                """)
-            try await tx.query("DROP TABLE relay_charges")
-        }
-    }
+        ]
+    })
 
     /// CVCs left the store (docs/threat-model.md, "CVC"): the columns an earlier version wrote them to go, after
     /// being emptied (on PostgreSQL, dead row versions are rewritten by `VACUUM FULL vault_tokens`,
@@ -217,10 +200,9 @@ public enum Migrations {
     /// (`capture_method` manual, `requires_capture` until `authorization_expires_at`), their
     /// captured and refunded amounts; the sidecar's operations on payments (capture, cancel,
     /// refund: one row per operation, written before the gateway is called, unique per scope and
-    /// idempotency key; at most one live capture or cancel per payment); the gateway's ledger of
-    /// the same operations (one row per operation id, the processor's idempotency key) and the
-    /// sandbox's refund behaviour of a test card, recorded at authorization (the card is never
-    /// needed again).
+    /// idempotency key; at most one live capture or cancel per payment). The gateway's tables of
+    /// the lifecycle (its ledger of the same operations, the sandbox's refund rules) were made
+    /// here until they moved to `0017-gateway-zone`.
     static let lifecycle = Migration("0004-payment-lifecycle", statements: { d in
         [
             "ALTER TABLE vault_payments ADD COLUMN capture_method TEXT",
@@ -247,14 +229,6 @@ public enum Migrations {
             """,
             "CREATE INDEX vault_payment_operations_payment ON vault_payment_operations (payment_id, created_at)",
             "CREATE INDEX vault_payment_operations_unsettled ON vault_payment_operations (updated_at) WHERE status = 'processing'",
-            """
-            CREATE TABLE vault_ledger_operations (
-                operation_id TEXT PRIMARY KEY NOT NULL, payment_id TEXT NOT NULL, kind TEXT NOT NULL, processor TEXT NOT NULL,
-                amount \(d.int) NOT NULL, currency TEXT NOT NULL, state TEXT NOT NULL, status TEXT, failure_code TEXT,
-                reference TEXT, reason TEXT, created_at \(d.int) NOT NULL, updated_at \(d.int) NOT NULL)
-            """,
-            "CREATE INDEX vault_ledger_operations_payment ON vault_ledger_operations (payment_id)",
-            "CREATE TABLE vault_sandbox_refund_rules (payment_id TEXT PRIMARY KEY NOT NULL, rule TEXT NOT NULL)",
         ]
     })
 

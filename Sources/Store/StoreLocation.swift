@@ -249,9 +249,11 @@ extension StoreLocation.TLSSettings {
 }
 
 extension StoreLocation {
-    /// Opens the store, migrates it (once, for every table of the vault), and runs `body` over it;
-    /// on PostgreSQL the client runs while `body` does, and is stopped when it returns. A sidecar
-    /// serves inside `body`; `vault rewrap` and `vault keys retire` walk the envelope tables in it.
+    /// Opens the store, migrates it as the sidecar's zone (`Database.migrate(as:)`: on SQLite
+    /// every table of the vault; on PostgreSQL the sidecar zone's, the gateway making its own),
+    /// and runs `body` over it; on PostgreSQL the client runs while `body` does, and is stopped
+    /// when it returns. A sidecar serves inside `body`; `vault rewrap` and `vault keys retire` walk
+    /// the envelope tables in it.
     /// - Throws: `STORE_UNAVAILABLE` (the connection or TLS failure at start, with its reason),
     ///   `STORE_TOO_NEW`, `STORE_TLS_INVALID`, and whatever `body` throws.
     /// `server`: a server's store (SQLite statements on the calling thread, `Database.onCallingThread`).
@@ -262,7 +264,7 @@ extension StoreLocation {
         case .sqlite(let path):
             if existing { try Self.checkVaultStore(sqlitePath: path) }
             let db = try Database(sqlitePath: path, onCallingThread: server)
-            try await db.migrate()
+            try await db.migrate(as: .sidecar)
             return try await body(db)
         case .postgres(let location):
             let configuration = try location.configuration()
@@ -278,7 +280,7 @@ extension StoreLocation {
                         throw StoreError(.unavailable, "the PostgreSQL database is not a vault store, or cannot be read (vault_migrations: \((error as? StoreError)?.message ?? Database.describe(error)))")
                     }
                 }
-                try await db.migrate()
+                try await db.migrate(as: .sidecar)
                 return try await body(db)
             }
         }

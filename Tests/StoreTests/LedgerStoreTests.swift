@@ -43,9 +43,9 @@ enum StoreBackend: String, CaseIterable, CustomTestStringConvertible {
 final class PG: @unchecked Sendable {
     let client: PostgresClient
     private let task: Task<Void, Never>
-    init(socket: String, database: String) {
+    init(socket: String, database: String, user: String = "postgres") {
         client = PostgresClient(
-            configuration: .init(unixSocketPath: socket, username: "postgres", password: nil, database: database),
+            configuration: .init(unixSocketPath: socket, username: user, password: nil, database: database),
             backgroundLogger: Logger(label: "test.postgres"))
         let c = client
         task = Task { await c.run() }
