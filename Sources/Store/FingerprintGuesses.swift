@@ -61,9 +61,11 @@ public struct FingerprintGuesses: Sendable {
         let groups = Set(items.map(\.group)).sorted()
         // What needs no write: a counted card of a group with room, a card withheld already of a
         // full group (most tokenizes of a card seen before, and the filler's repeated asks).
+        // A group is decided without a write only when every item of it in this batch is: a new
+        // card earlier in the batch could fill the group before a counted one later in it.
         let seen = try await Self.windows(groups, from: from, in: db)
         var verdicts = [Verdict?](repeating: nil, count: items.count)
-        var undecided: [Int] = []
+        var written = Set<String>()
         for (i, item) in items.enumerated() {
             let w = seen[item.group] ?? Window()
             if w.counted.count < limit, w.counted.contains(item.member) {
@@ -71,9 +73,10 @@ public struct FingerprintGuesses: Sendable {
             } else if w.counted.count >= limit, w.withheld.contains(item.member) || w.counted.contains(item.member) {
                 verdicts[i] = Verdict(admitted: false, count: w.counted.count)
             } else {
-                undecided.append(i)
+                written.insert(item.group)
             }
         }
+        let undecided = items.indices.filter { written.contains(items[$0].group) }
         guard !undecided.isEmpty else { return verdicts.map { $0! } }
         let decided = try await db.transaction { (tx) throws(StoreError) -> [Int: Verdict] in
             let touched = Set(undecided.map { items[$0].group }).sorted()

@@ -47,6 +47,10 @@ import VaultOpen
         #expect(try await one.admit([("g", "a"), ("g", "d"), ("h", "d")], limit: 3, window: day, now: t + 3)
             == [.init(admitted: false, count: 3), .init(admitted: false, count: 3), .init(admitted: true, count: 1)])
         #expect(try await one.admit([("g", "e"), ("g", "e")], limit: 3, window: day, now: t + 4).map(\.firstWithheld) == [true, false])
+        // In one batch, a new card that fills the group comes before a counted one: that one is withheld.
+        #expect(try await one.admit([("k", "a"), ("k", "b")], limit: 2, window: day, now: t).map(\.admitted) == [true, true])
+        #expect(try await one.admit([("k", "a")], limit: 3, window: day, now: t + 1).map(\.admitted) == [true])
+        #expect(try await one.admit([("k", "c"), ("k", "a"), ("k", "d")], limit: 3, window: day, now: t + 2).map(\.admitted) == [true, false, false])
         // Once the window has passed the first cards, new ones get places again, withheld ones included.
         #expect(try await one.admit([("g", "d")], limit: 3, window: day, now: t + day + 1) == [.init(admitted: true, count: 1)])
         // Two gateways at once on one group never let more than the limit through.
