@@ -101,6 +101,29 @@ public struct BrandTable: Sendable {
         return false
     }
 
+    /// Whether some number of `length` digits beginning with `prefix` lies in a prefix range of a
+    /// brand whose numbers need not pass the Luhn check (issued at that length there): every
+    /// number of such a shape that the range holds passes that brand's rules, so card-shaped
+    /// tokens are not made for it (`CardShapedToken.check`).
+    public func mayHoldWithoutLuhn(prefix: some Collection<UInt8>, length: Int) -> Bool {
+        guard Digits.allDigits(prefix) else { return false }
+        let p = Array(prefix)
+        for rule in rules where !specs[rule.spec].luhn && specs[rule.spec].lengths(in: rule.range).contains(length) {
+            let n = rule.range.length
+            if p.count >= n {
+                let (value, count) = Digits.leadingValue(p, maxCount: n)
+                if rule.range.holds(value: value, count: count) { return true }
+            } else {
+                // The range is longer than the prefix: some completion of the prefix may fall in it.
+                let (value, count) = Digits.leadingValue(p, maxCount: p.count)
+                let scale = Digits.pow10[n - count]
+                let low = value * scale, high = (value + 1) * scale - 1
+                if low <= rule.range.highValue && rule.range.lowValue <= high { return true }
+            }
+        }
+        return false
+    }
+
     /// The winning rule for `digits`, if any.
     func match(_ digits: some Collection<UInt8>) -> Rule? {
         guard Digits.allDigits(digits) else { return nil }

@@ -6,15 +6,19 @@ import Foundation
 /// guesses of a card's hidden digits against a stored fingerprint, and every guess of one card
 /// falls in that card's group. A group admits `limit` distinct cards a window; once its window
 /// holds `limit`, every fingerprint of the group is withheld, of new cards and of cards counted
-/// already alike (were a counted card still answered, "answered" among "withheld" would name the
-/// stored card), until the oldest leaves the window.
+/// already alike, until the oldest leaves the window.
+///
+/// Nothing may tell a counted card from a new one once they are withheld: not the answer, not the
+/// metric or audit line (each card's first withholding in the window is reported, counted or
+/// new), not a write (each card's first withholding is written, counted or new). And a card is
+/// answered only under its group's lock (a transaction; on PostgreSQL also an advisory lock per
+/// group), so that concurrent calls never let a counted card through while new ones fill the group.
 ///
 /// In the gateway's store (shared by every gateway on one PostgreSQL, a gateway-zone table):
 /// `vault_fingerprint_guesses`, one row per group and card, both named by keyed hashes the
-/// gateway makes with its fingerprint key (never in clear): `counted` cards with the time they
-/// were first counted, and withheld ones with the time they were first withheld (so that a card
-/// asked about again, by the sidecar's filler, is reported once a window). Rows older than the
-/// window are deleted as they are met, and by `prune`.
+/// gateway makes with its fingerprint key (never in clear), with when the card was first counted
+/// and first withheld in the window. Rows out of the window are deleted as they are met, and by
+/// `prune`.
 public struct FingerprintGuesses: Sendable {
     /// The verdict on one card.
     public struct Verdict: Sendable, Equatable {
@@ -33,84 +37,72 @@ public struct FingerprintGuesses: Sendable {
 
     public init(database: Database) { db = database }
 
-    /// `vault_fingerprint_guesses`.
+    /// `vault_fingerprint_guesses`: `counted_at` and `withheld_at` (Unix milliseconds, or NULL),
+    /// `seen_at` the later of them (what pruning walks).
     static let migration = Migration("0015-fingerprint-guesses", zone: .gateway) { (d: Dialect) in
         [
             """
-            CREATE TABLE vault_fingerprint_guesses (grp TEXT NOT NULL, member TEXT NOT NULL, seen_at \(d.int) NOT NULL,
-                counted \(d.bool) NOT NULL, PRIMARY KEY (grp, member))
+            CREATE TABLE vault_fingerprint_guesses (grp TEXT NOT NULL, member TEXT NOT NULL, counted_at \(d.int), withheld_at \(d.int),
+                seen_at \(d.int) NOT NULL, PRIMARY KEY (grp, member))
             """,
             "CREATE INDEX vault_fingerprint_guesses_seen ON vault_fingerprint_guesses (seen_at)",
         ]
     }
 
-    /// A group's rows in the window: the cards counted, and those withheld.
+    /// A group's cards in the window: counted, and withheld (each since when, or absent).
     struct Window {
-        var counted = Set<String>(), withheld = Set<String>()
+        var counted = Set<String>(), withheld = Set<String>(), rows = Set<String>()
     }
 
     /// Decides each (group, member) pair in order, at `now` (Unix milliseconds), with at most
     /// `limit` distinct members per group counted in the last `window` milliseconds: while a
-    /// group has fewer, a counted member is answered (no write) and a new one is counted and
-    /// answered; once it has `limit`, every member is withheld. Anything to write is decided in
-    /// one transaction (on PostgreSQL under a lock per group, so gateways sharing the store never
-    /// let a group past its limit together).
+    /// group has fewer, a counted member is answered and a new one is counted and answered; once
+    /// it has `limit`, every member is withheld, and each one's first withholding in the window
+    /// is recorded and reported (`firstWithheld`).
     public func admit(_ items: [(group: String, member: String)], limit: Int, window: Int64, now: Int64) async throws(StoreError) -> [Verdict] {
         guard !items.isEmpty else { return [] }
         let from = now - window
         let groups = Set(items.map(\.group)).sorted()
-        // What needs no write: a counted card of a group with room, a card withheld already of a
-        // full group (most tokenizes of a card seen before, and the filler's repeated asks).
-        // A group is decided without a write only when every item of it in this batch is: a new
-        // card earlier in the batch could fill the group before a counted one later in it.
+        // Without a write or a lock: a card whose full group has withheld it already in the window
+        // (the sidecar's filler asking again). Anything else is decided under the group's lock.
         let seen = try await Self.windows(groups, from: from, in: db)
         var verdicts = [Verdict?](repeating: nil, count: items.count)
-        var written = Set<String>()
+        var locked = Set<String>()
         for (i, item) in items.enumerated() {
             let w = seen[item.group] ?? Window()
-            if w.counted.count < limit, w.counted.contains(item.member) {
-                verdicts[i] = Verdict(admitted: true, count: w.counted.count)
-            } else if w.counted.count >= limit, w.withheld.contains(item.member) || w.counted.contains(item.member) {
+            if w.counted.count >= limit, w.withheld.contains(item.member) {
                 verdicts[i] = Verdict(admitted: false, count: w.counted.count)
             } else {
-                written.insert(item.group)
+                locked.insert(item.group)
             }
         }
-        let undecided = items.indices.filter { written.contains(items[$0].group) }
+        let undecided = items.indices.filter { locked.contains(items[$0].group) }
         guard !undecided.isEmpty else { return verdicts.map { $0! } }
         let decided = try await db.transaction { (tx) throws(StoreError) -> [Int: Verdict] in
-            let touched = Set(undecided.map { items[$0].group }).sorted()
+            let touched = locked.sorted()
             if tx.dialect.backend == .postgres {
                 for g in touched { try await tx.query("SELECT pg_advisory_xact_lock(?)", [Self.lockKey(g)]) }
             }
             var out: [Int: Verdict] = [:]
             for g in touched {
                 try await tx.query("DELETE FROM vault_fingerprint_guesses WHERE grp = ? AND seen_at <= ?", [g, from])
-                var w = Window()
-                for row in try await tx.query("SELECT member, counted FROM vault_fingerprint_guesses WHERE grp = ?", [g]) {
-                    if try row.bool(1) { w.counted.insert(try row.string(0)) } else { w.withheld.insert(try row.string(0)) }
-                }
+                var w = try await Self.windows([g], from: from, in: tx)[g] ?? Window()
                 for i in undecided where items[i].group == g {
                     let m = items[i].member
                     if w.counted.count >= limit {
-                        let first = !w.counted.contains(m) && !w.withheld.contains(m)
+                        let first = !w.withheld.contains(m)
                         if first {
-                            try await tx.query(
-                                "INSERT INTO vault_fingerprint_guesses (grp, member, seen_at, counted) VALUES (?, ?, ?, FALSE)", [g, m, now])
+                            try await Self.mark(g, m, column: "withheld_at", at: now, exists: w.rows.contains(m), in: tx)
                             w.withheld.insert(m)
+                            w.rows.insert(m)
                         }
                         out[i] = Verdict(admitted: false, count: w.counted.count, firstWithheld: first)
                     } else if w.counted.contains(m) {
                         out[i] = Verdict(admitted: true, count: w.counted.count)
                     } else {
-                        if w.withheld.remove(m) != nil {
-                            try await tx.query(
-                                "UPDATE vault_fingerprint_guesses SET counted = TRUE, seen_at = ? WHERE grp = ? AND member = ?", [now, g, m])
-                        } else {
-                            try await tx.query(
-                                "INSERT INTO vault_fingerprint_guesses (grp, member, seen_at, counted) VALUES (?, ?, ?, TRUE)", [g, m, now])
-                        }
+                        try await Self.mark(g, m, column: "counted_at", at: now, exists: w.rows.contains(m), in: tx)
                         w.counted.insert(m)
+                        w.rows.insert(m)
                         out[i] = Verdict(admitted: true, count: w.counted.count)
                     }
                 }
@@ -121,25 +113,41 @@ public struct FingerprintGuesses: Sendable {
         return verdicts.map { $0! }
     }
 
+    /// Sets `column` of a card's row to `at` (and `seen_at`), making the row when there is none.
+    static func mark(_ group: String, _ member: String, column: String, at t: Int64, exists: Bool, in tx: Transaction) async throws(StoreError) {
+        if exists {
+            try await tx.query("UPDATE vault_fingerprint_guesses SET \(column) = ?, seen_at = ? WHERE grp = ? AND member = ?", [t, t, group, member])
+        } else {
+            try await tx.query("INSERT INTO vault_fingerprint_guesses (grp, member, \(column), seen_at) VALUES (?, ?, ?, ?)", [group, member, t, t])
+        }
+    }
+
     /// The windows of `groups` from `from` on, in one statement.
-    static func windows(_ groups: [String], from: Int64, in db: Database) async throws(StoreError) -> [String: Window] {
+    static func windows(_ groups: [String], from: Int64, in db: some SQLQuerying) async throws(StoreError) -> [String: Window] {
         let marks = Array(repeating: "?", count: groups.count).joined(separator: ", ")
         var out: [String: Window] = [:]
         for row in try await db.query(
-            "SELECT grp, member, counted FROM vault_fingerprint_guesses WHERE grp IN (\(marks)) AND seen_at > ?", groups + [from] as [any SQLBindable])
+            """
+            SELECT grp, member, COALESCE(counted_at, 0) > ?, COALESCE(withheld_at, 0) > ? FROM vault_fingerprint_guesses
+            WHERE grp IN (\(marks)) AND seen_at > ?
+            """, [from, from] + groups + [from] as [any SQLBindable])
         {
             let g = try row.string(0), m = try row.string(1)
-            if try row.bool(2) { out[g, default: Window()].counted.insert(m) } else { out[g, default: Window()].withheld.insert(m) }
+            var w = out[g] ?? Window()
+            w.rows.insert(m)
+            if try row.bool(2) { w.counted.insert(m) }
+            if try row.bool(3) { w.withheld.insert(m) }
+            out[g] = w
         }
         return out
     }
 
-    /// Deletes the rows first counted before `now − window` (milliseconds).
+    /// Deletes the rows out of the window at `now` (milliseconds).
     public func prune(window: Int64, now: Int64) async throws(StoreError) {
         _ = try await db.write("DELETE FROM vault_fingerprint_guesses WHERE seen_at <= ?", [now - window])
     }
 
-    /// The rows held (tests, metrics).
+    /// The rows held (tests).
     public func count() async throws(StoreError) -> Int {
         try await db.query("SELECT COUNT(*) FROM vault_fingerprint_guesses")[0].int(0)
     }
@@ -149,3 +157,11 @@ public struct FingerprintGuesses: Sendable {
         Int64(group.prefix(15), radix: 16) ?? 0
     }
 }
+
+/// What runs a statement: the database, or a transaction of it.
+protocol SQLQuerying: Sendable {
+    func query(_ sql: String, _ arguments: [any SQLBindable]) async throws(StoreError) -> [SQLRow]
+}
+
+extension Database: SQLQuerying {}
+extension Transaction: SQLQuerying {}

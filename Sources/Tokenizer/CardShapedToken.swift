@@ -67,8 +67,10 @@ public enum CardShapedToken {
     }
 
     /// Refuses a card whose shape leaves too few middles (`CARD_TOKEN_SPACE_TOO_SMALL`), whose
-    /// brand's numbers need not pass the Luhn check (`CARD_TOKEN_BRAND_UNSUPPORTED`: every number
-    /// of its shape passes its rules), or whose metadata is not digits of the right lengths.
+    /// brand's numbers need not pass the Luhn check, or whose visible prefix may fall in a range of
+    /// such a brand (`CARD_TOKEN_BRAND_UNSUPPORTED`: numbers of its shape pass that brand's rules
+    /// whatever their check digit; Discover's 622126–622925 lie in UnionPay's 62), or whose metadata
+    /// is not digits of the right lengths.
     public static func check(_ card: CardMetadata, table: BrandTable = .standard) throws(VaultError) {
         guard card.length >= minimumLength, card.length <= maximumLength else {
             throw VaultError(
@@ -77,7 +79,7 @@ public enum CardShapedToken {
                     + "\(space(length: card.length, luhnValid: false)) possible tokens); ask for a tok_ token",
                 field: "token_format")
         }
-        if table.spec(for: card.brand)?.luhn == false {
+        if table.spec(for: card.brand)?.luhn == false || table.mayHoldWithoutLuhn(prefix: Array(card.bin.utf8), length: card.length) {
             throw VaultError(
                 .cardTokenBrandUnsupported,
                 "this brand's numbers need not pass the Luhn check, so every number of a card-shaped token would be a valid card of it; ask for a tok_ token",

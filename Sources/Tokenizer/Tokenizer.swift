@@ -29,6 +29,8 @@ public struct Tokenizer: Sendable {
     public let now: @Sendable () -> Date
     /// Where the middles of card-shaped tokens come from (the CSPRNG; tests script collisions).
     public var cardTokenDigits = CardShapedToken.DigitSource.system
+    /// Tokens whose fingerprint the gateway withheld, and when the filler asks again.
+    public let withheld = WithheldTokens()
 
     /// A tokenizer.
     public init(
@@ -129,8 +131,10 @@ public struct Tokenizer: Sendable {
         }
         var envelope = envelope
         envelope.card.bin = CardNumberInfo.visiblePrefix(c.bin, length: c.length)
+        envelope.card.fingerprint = nil
         // Envelopes sealed today carry no fingerprint (docs/envelope-v1.md); an older one may, in
-        // the documented form only. The gateway checks it when it fingerprints the envelope.
+        // the documented form only. It is dropped: the token's fingerprint is the gateway's answer,
+        // and a carried one checked against the card would answer whether a guess is the card.
         if let fp = c.fingerprint, !FingerprintAnswer.isWellFormed(fp) {
             throw VaultError(.envelopeMetadataInvalid, "card.fingerprint is fp1_<fkid>_<64 hex>, 64 lowercase hex characters, or absent", field: "envelope.card.fingerprint")
         }
@@ -236,12 +240,19 @@ public struct Tokenizer: Sendable {
         guard let fingerprinter else { return (0, 0, true) }
         var after = "", filled = 0, refused = 0
         while true {
-            let rows: [TokenRecord]
-            do throws(StoreError) { rows = try await store.withoutFingerprint(after: after, limit: batch, now: now()) } catch {
+            let page: [TokenRecord]
+            do throws(StoreError) { page = try await store.withoutFingerprint(after: after, limit: batch, now: now()) } catch {
                 throw VaultError(store: error)
             }
-            guard let last = rows.last else { return (filled, refused, false) }
+            guard let last = page.last else {
+                withheld.purge(dueBefore: now().addingTimeInterval(-2 * WithheldTokens.maxWait))
+                return (filled, refused, false)
+            }
             after = last.token
+            // A token withheld a moment ago waits its turn (the group's window has to slide first).
+            let t = now()
+            let rows = page.filter { withheld.isDue($0.token, now: t) }
+            guard !rows.isEmpty else { continue }
             let answers: [FingerprintAnswer]
             do throws(FingerprintFailure) { answers = try await fingerprinter.fingerprints(of: rows.map(\.envelope)) } catch {
                 return (filled, refused, true)
@@ -252,8 +263,9 @@ public struct Tokenizer: Sendable {
                 case .fingerprint(let fp, let others):
                     found.append((row.token, fp))
                     if !others.isEmpty { links.append([fp] + others) }
+                    withheld.forget(row.token)
                 case .refused: refused += 1
-                case .withheld: break  // still past the group's limit: asked again next pass
+                case .withheld: withheld.withheld(row.token, now: t)  // still past the group's limit: asked again later
                 }
             }
             do throws(StoreError) {
@@ -287,7 +299,7 @@ public struct Tokenizer: Sendable {
         }
         let cvc = envelope.fields[.cvc]
         let stored = envelope.droppingCVC()
-        let (fingerprint, others, withheld) = try await fingerprint(of: stored, refusalIsFinal: !sealedHere)
+        let (fingerprint, others, wasWithheld) = try await fingerprint(of: stored, refusalIsFinal: !sealedHere)
         if let fingerprint, let fingerprinted { try await fingerprinted(fingerprint) }
         if dedupe, let fingerprint, let found = try await reuse([fingerprint] + others, stored, cvc: cvc, cardShaped: shape != nil, at: t) {
             return Tokenized(record: found, reused: true)
@@ -326,7 +338,8 @@ public struct Tokenizer: Sendable {
         }
         // The gateway withheld the fingerprint (its guessing limit): the token stands, and the
         // event says so (after the token's commit: a notice, not a change of the token).
-        if withheld {
+        if wasWithheld {
+            self.withheld.withheld(record.token, now: t)
             do throws(StoreError) { try await store.noteFingerprintWithheld(record.token) } catch {
                 // The token is made and acknowledged; the gateway's metric and audit line still tell.
             }

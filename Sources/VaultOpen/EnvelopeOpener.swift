@@ -103,10 +103,12 @@ public struct EnvelopeOpener: Sendable {
         // key is needed to check it, and without it the field is not trusted for anything.
         var derived = CardMetadata(info: info, expiry: expiry, fingerprint: envelope.card.fingerprint)
         // An envelope sealed by an earlier version carries the longer BIN (8 digits from 16, else
-        // 6): it matches when those are the card's first digits (docs/envelope-v1.md).
+        // 6): its visible prefix is checked, never the digits past it (docs/envelope-v1.md). An
+        // answer that depended on them would tell whoever seals an envelope whether its guess of
+        // hidden digits is right, uncounted by the guessing limit.
         let legacy = CardNumberInfo.legacyBINLength(forLength: info.length)
-        if envelope.card.bin.utf8.count == legacy, legacy > derived.bin.utf8.count,
-           card.number.withUnsafeBytes({ $0.count >= legacy && $0.prefix(legacy).elementsEqual(envelope.card.bin.utf8) }) {
+        if envelope.card.bin.utf8.count == legacy, legacy > derived.bin.utf8.count, envelope.card.bin.hasPrefix(derived.bin),
+           envelope.card.bin.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) {
             derived.bin = envelope.card.bin
         }
         if checkFingerprint, let carried = envelope.card.fingerprint, let keys = fingerprintKeys {
@@ -143,7 +145,9 @@ public struct EnvelopeOpener: Sendable {
         guard let fingerprintKeys else {
             throw VaultError(.fingerprintKeyMissing, "the gateway has no fingerprint key (fingerprint.fk in its keys directory)")
         }
-        let opened = try open(envelope, checkFingerprint: true)
+        // A fingerprint the envelope carries is not checked here: refusing one that is not the
+        // card's would answer whether a guess is the card (the guessing limit never sees a refusal).
+        let opened = try open(envelope, checkFingerprint: false)
         return opened.card.number.withUnsafeBytes { fingerprintKeys.namedFingerprints(ofDigits: $0) }
     }
 
@@ -162,7 +166,7 @@ public struct EnvelopeOpener: Sendable {
         guard let fingerprintKeys else {
             throw VaultError(.fingerprintKeyMissing, "the gateway has no fingerprint key (fingerprint.fk in its keys directory)")
         }
-        let opened = try open(envelope, checkFingerprint: true)
+        let opened = try open(envelope, checkFingerprint: false)
         let all = opened.card.number.withUnsafeBytes { fingerprintKeys.namedFingerprints(ofDigits: $0) }
         let m = opened.metadata
         let key = fingerprintKeys.primary

@@ -44,8 +44,10 @@ import VaultOpen
         // Full: a new card is withheld (reported the first time only), and so is every card counted
         // before: "answered" among "withheld" would name the stored card. Another group is apart.
         #expect(try await two.admit([("g", "d")], limit: 3, window: day, now: t + 2) == [.init(admitted: false, count: 3, firstWithheld: true)])
+        // A counted card's first withholding is reported like a new card's: nothing (answer, metric,
+        // audit line, write) tells them apart.
         #expect(try await one.admit([("g", "a"), ("g", "d"), ("h", "d")], limit: 3, window: day, now: t + 3)
-            == [.init(admitted: false, count: 3), .init(admitted: false, count: 3), .init(admitted: true, count: 1)])
+            == [.init(admitted: false, count: 3, firstWithheld: true), .init(admitted: false, count: 3), .init(admitted: true, count: 1)])
         #expect(try await one.admit([("g", "e"), ("g", "e")], limit: 3, window: day, now: t + 4).map(\.firstWithheld) == [true, false])
         // In one batch, a new card that fills the group comes before a counted one: that one is withheld.
         #expect(try await one.admit([("k", "a"), ("k", "b")], limit: 2, window: day, now: t).map(\.admitted) == [true, true])
@@ -125,15 +127,15 @@ import VaultOpen
             #expect(entries[0]["withheld"] != nil && entries[1]["withheld"] != nil && entries[2]["fingerprint"] is String, "\(againText)")
             for pan in pans { #expect(!text.contains(pan) && !againText.contains(pan)) }
             let metrics = try await client.execute(uri: "/metrics", method: .get) { String(buffer: $0.body) }
-            // New cards withheld, once each: the fourth and the fifth.
-            #expect(metrics.contains("vault_gateway_fingerprints_withheld_total 2"), "\(metrics)")
+            // Each card withheld, once: the fourth and the fifth, then the first (counted before).
+            #expect(metrics.contains("vault_gateway_fingerprints_withheld_total 3"), "\(metrics)")
             #expect(metrics.contains("vault_gateway_fingerprints_total 5"), "\(metrics)")
         }
-        // The audit log: one line per new card withheld (group by its keyed name, the count, the
+        // The audit log: one line per card withheld (group by its keyed name, the count, the
         // limit), and each call's line counts the envelopes it carried. No digits of a card.
         let log = try String(contentsOfFile: app.auditPath, encoding: .utf8)
         let withheld = log.split(separator: "\n").filter { $0.contains("\"action\":\"fingerprint_withheld\"") }
-        #expect(withheld.count == 2, "\(log)")
+        #expect(withheld.count == 3, "\(log)")
         #expect(withheld.allSatisfy { $0.contains("\"group\":\"grp_") && $0.contains("\"distinct_cards\":3") && $0.contains("\"limit\":3") }, "\(log)")
         let calls = log.split(separator: "\n").filter { $0.contains("\"action\":\"fingerprint\"") }
         #expect(calls.count == 3 && calls[1].contains("\"envelopes\":5") && calls[1].contains("\"withheld\":2") && calls[2].contains("\"envelopes\":3"), "\(log)")
@@ -145,15 +147,7 @@ import VaultOpen
 extension LedgerBackend {
     /// Two databases (two gateways) on one migrated store, and its cleanup.
     func makeDatabases(dir: String) async throws -> (Database, Database, @Sendable () async -> Void) {
-        switch self {
-        case .sqlite:
-            let path = dir + "/guesses-\(UUID().uuidString).sqlite"
-            let a = try Database(sqlitePath: path), b = try Database(sqlitePath: path)
-            try await a.migrate()
-            return (a, b, {})
-        case .postgres:
-            let (la, lb, cleanup) = try await make(dir: dir)
-            return (la.database, lb.database, cleanup)
-        }
+        let (a, b, cleanup) = try await make(dir: dir)
+        return (a.database, b.database, cleanup)
     }
 }

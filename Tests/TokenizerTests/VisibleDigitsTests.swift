@@ -69,8 +69,14 @@ import VaultOpen
         wrong.card.bin = "4242424"
         let refused = await #expect(throws: VaultError.self) { _ = try await tokenizer.tokenize(envelope: wrong) }
         #expect(refused?.code == .envelopeMetadataInvalid)
+        // Past the visible prefix the older BIN is never compared (an answer that depended on
+        // those digits would tell an envelope's sealer whether it guessed hidden digits right); a
+        // prefix that is not the card's is refused.
+        var past = old
+        past.card.bin = "42424243"
+        #expect(try g.fingerprinter.opener.fingerprint(of: past) == r.card.fingerprint)
         var lying = old
-        lying.card.bin = "42424243"
+        lying.card.bin = "42434242"
         #expect(throws: VaultError.self) { _ = try g.fingerprinter.opener.fingerprint(of: lying) }
     }
 
@@ -95,7 +101,8 @@ import VaultOpen
         let g = try TokenizerTests.Gateway()
         defer { Task { await h.cleanup(); try? FileManager.default.removeItem(atPath: g.dir) } }
         let gateway = WithholdingFingerprinter(g.fingerprinter)
-        let tokenizer = Tokenizer(store: h.store, primaryKey: g.publicKey, fingerprinter: gateway)
+        let clock = Clock()
+        let tokenizer = Tokenizer(store: h.store, primaryKey: g.publicKey, fingerprinter: gateway, policy: TokenPolicy(tokenTTL: 3600), now: { clock.now })
         let r = try await tokenizer.tokenize(Self.card("4242424242424242"))
         #expect(r.card.fingerprint == nil)
         let events = try await h.db.query("SELECT type, object_id, data FROM vault_events WHERE type = 'fingerprint.withheld'")
@@ -103,13 +110,22 @@ import VaultOpen
         #expect(try events[0].string(1) == r.token)
         let data = try JSONSerialization.jsonObject(with: Data(try events[0].string(2).utf8)) as? [String: Any]
         #expect(data?["token"] as? String == r.token && (data?["card"] as? [String: Any])?["bin"] as? String == "424242")
-        // The filler asks again: still withheld, nothing filled, nothing refused.
+        // The filler does not ask again at once (a guesser's withheld tokens would have the gateway
+        // open every one of them every pass): after 5 minutes, then twice as long each time.
+        gateway.withhold = false
         let first = try await tokenizer.fillFingerprints()
         #expect(first.filled == 0 && first.refused == 0 && !first.unavailable)
-        // Once the window allows, the fingerprint comes.
-        gateway.withhold = false
+        gateway.withhold = true
+        clock.now = clock.now.addingTimeInterval(301)
         let second = try await tokenizer.fillFingerprints()
-        #expect(second.filled == 1)
+        #expect(second.filled == 0 && second.refused == 0)
+        gateway.withhold = false
+        clock.now = clock.now.addingTimeInterval(301)
+        #expect(try await tokenizer.fillFingerprints().filled == 0, "withheld again: it waits 10 minutes now")
+        // Once the window allows, the fingerprint comes.
+        clock.now = clock.now.addingTimeInterval(300)
+        #expect(try await tokenizer.fillFingerprints().filled == 1)
+        #expect(tokenizer.withheld.count == 0)
         #expect(try await tokenizer.record(r.token).card.fingerprint != nil)
     }
 

@@ -68,9 +68,9 @@ import Testing
         let data = Self.json(events)["data"] as? [[String: Any]] ?? []
         #expect(data.count == 4, "one per token made without its fingerprint: \(events)")
         let (_, metrics) = try s.curl(s.gatewaySocket, "GET", "/metrics")
-        #expect(metrics.contains("vault_gateway_fingerprints_withheld_total 3"), "\(metrics)")
+        #expect(metrics.contains("vault_gateway_fingerprints_withheld_total 4"), "\(metrics)")
         let audit = (try? String(contentsOfFile: s.dir + "/gateway-audit.jsonl", encoding: .utf8)) ?? ""
-        #expect(audit.components(separatedBy: "\"action\":\"fingerprint_withheld\"").count - 1 == 3, "\(audit)")
+        #expect(audit.components(separatedBy: "\"action\":\"fingerprint_withheld\"").count - 1 == 4, "\(audit)")
         for pan in pans { #expect(!audit.contains(pan) && !events.contains(pan)) }
     }
 

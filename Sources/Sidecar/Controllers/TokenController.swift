@@ -71,7 +71,7 @@ struct TokenController: Sendable {
                     with: tokenizer, metadata: metadata, format: format, singleUse: singleUse, dedupe: dedupe, fingerprinted: fingerprinted)
             }
         } catch {
-            throw await Self.ownToken(error, input, tokenizer)
+            throw await Self.ownToken(error, input, tokenizer, lookups: lookups)
         }
         let record = made.record
         if let note = AuditNote.current {
@@ -91,11 +91,13 @@ struct TokenController: Sendable {
         return JSONOut.response(.created, Self.json(record))
     }
 
-    /// `GET /v1/tokens/{token}`: counted per caller when it names no token (DESIGN §9: guessing
-    /// card-shaped tokens); past `sidecar.token_lookup_misses`, 429 `VELOCITY_LIMIT` with
-    /// `Retry-After` before the store is asked.
+    /// `GET /v1/tokens/{token}`: a card-shaped name is counted per caller when it names no token
+    /// (DESIGN §9: a card-shaped token's visible digits are its card's, so its middle is a small
+    /// space to guess); past `sidecar.token_lookup_misses`, 429 `VELOCITY_LIMIT` with `Retry-After`
+    /// before the store is asked. A `tok_` name is not counted: 128 random bits are no space to
+    /// guess, and lookups of consumed or expired `tok_` tokens are everyday traffic.
     func lookUp(_ token: String) async throws(VaultError) -> TokenRecord {
-        guard let lookups else { return try await tokenizer.record(token) }
+        guard let lookups, CardShapedToken.isWellFormed(token) else { return try await tokenizer.record(token) }
         let ticket = try await lookups.admit(.lookup, .init())
         do throws(VaultError) { return try await tokenizer.record(token) } catch {
             if error.code == .tokenNotFound { await lookups.declined(ticket) }
@@ -103,11 +105,22 @@ struct TokenController: Sendable {
         }
     }
 
-    /// A card number refused by the card rules that is one of this vault's card-shaped tokens:
-    /// `CARD_NUMBER_IS_TOKEN` (the caller sent a token where a card belongs) instead of the rule's code.
-    static func ownToken(_ error: VaultError, _ input: CardInput, _ tokenizer: Tokenizer) async -> VaultError {
-        guard case .card(let card) = input, VelocityLimiter.isCardDecline(error.code), error.field == "card.number" || error.code == .luhnCheckFailed else { return error }
-        guard await tokenizer.isOwnToken(card.number) else { return error }
+    /// A card number refused for its Luhn check alone that is one of this vault's card-shaped
+    /// tokens: `CARD_NUMBER_IS_TOKEN` (the caller sent a token where a card belongs) instead of the
+    /// rule's code. Only such a number is looked up (a known brand, a length it issues: every
+    /// token passes no brand's rules, and a card of a Luhn brand never fails the check), never a
+    /// card of a brand the table lacks; and the lookup is one of the caller's token lookups, its
+    /// miss counted by `sidecar.token_lookup_misses` (else it would tell, uncounted, whether a token exists).
+    static func ownToken(_ error: VaultError, _ input: CardInput, _ tokenizer: Tokenizer, lookups: VelocityLimiter?) async -> VaultError {
+        guard case .card(let card) = input, error.code == .luhnCheckFailed else { return error }
+        var ticket = VelocityLimiter.Ticket.none
+        if let lookups {
+            do throws(VaultError) { ticket = try await lookups.admit(.lookup, .init()) } catch { return error }
+        }
+        guard await tokenizer.isOwnToken(card.number) else {
+            await lookups?.declined(ticket)
+            return error
+        }
         return VaultError(.cardNumberIsToken, "card.number is one of this vault's card-shaped tokens: name it as token, not as a card", field: "card.number")
     }
 
