@@ -9,10 +9,11 @@ import Foundation
 /// already alike, until the oldest leaves the window.
 ///
 /// Nothing may tell a counted card from a new one once they are withheld: not the answer, not the
-/// metric or audit line (each card's first withholding in the window is reported, counted or
-/// new), not a write (each card's first withholding is written, counted or new). And a card is
-/// answered only under its group's lock (a transaction; on PostgreSQL also an advisory lock per
-/// group), so that concurrent calls never let a counted card through while new ones fill the group.
+/// audit line (each card's first withholding in the window is reported, counted or new), not a
+/// write (every withholding writes the card's row), not the gateway's metric (every withheld
+/// answer counts). Every card is decided under its group's lock (a transaction; on PostgreSQL also
+/// an advisory lock per group), so that concurrent calls never let a counted card through while
+/// new ones fill the group.
 ///
 /// In the gateway's store (shared by every gateway on one PostgreSQL, a gateway-zone table):
 /// `vault_fingerprint_guesses`, one row per group and card, both named by keyed hashes the
@@ -62,22 +63,9 @@ public struct FingerprintGuesses: Sendable {
     public func admit(_ items: [(group: String, member: String)], limit: Int, window: Int64, now: Int64) async throws(StoreError) -> [Verdict] {
         guard !items.isEmpty else { return [] }
         let from = now - window
-        let groups = Set(items.map(\.group)).sorted()
-        // Without a write or a lock: a card whose full group has withheld it already in the window
-        // (the sidecar's filler asking again). Anything else is decided under the group's lock.
-        let seen = try await Self.windows(groups, from: from, in: db)
         var verdicts = [Verdict?](repeating: nil, count: items.count)
-        var locked = Set<String>()
-        for (i, item) in items.enumerated() {
-            let w = seen[item.group] ?? Window()
-            if w.counted.count >= limit, w.withheld.contains(item.member) {
-                verdicts[i] = Verdict(admitted: false, count: w.counted.count)
-            } else {
-                locked.insert(item.group)
-            }
-        }
-        let undecided = items.indices.filter { locked.contains(items[$0].group) }
-        guard !undecided.isEmpty else { return verdicts.map { $0! } }
+        let locked = Set(items.map(\.group))
+        let undecided = Array(items.indices)
         let decided = try await db.transaction { (tx) throws(StoreError) -> [Int: Verdict] in
             let touched = locked.sorted()
             if tx.dialect.backend == .postgres {
@@ -95,6 +83,9 @@ public struct FingerprintGuesses: Sendable {
                             try await Self.mark(g, m, column: "withheld_at", at: now, exists: w.rows.contains(m), in: tx)
                             w.withheld.insert(m)
                             w.rows.insert(m)
+                        } else {
+                            // The same write as a first withholding's: no timing tells them apart.
+                            try await tx.query("UPDATE vault_fingerprint_guesses SET seen_at = ? WHERE grp = ? AND member = ?", [now, g, m])
                         }
                         out[i] = Verdict(admitted: false, count: w.counted.count, firstWithheld: first)
                     } else if w.counted.contains(m) {

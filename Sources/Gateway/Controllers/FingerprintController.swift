@@ -66,9 +66,9 @@ struct FingerprintController: Sendable {
 /// on one PostgreSQL). Once a group's window is full, every fingerprint of the group is withheld
 /// (a card counted earlier too: were it answered, it would stand out among the withheld guesses):
 /// the entry says `withheld` (the sidecar makes the token without a fingerprint and asks again
-/// later). For a new card withheld the first time in the window the gateway counts it
-/// (`vault_gateway_fingerprints_withheld_total`), writes an audit line (`fingerprint_withheld`: the
-/// caller's uid, the group's keyed name, the count) and logs a warning.
+/// later). Every withheld answer counts in `vault_gateway_fingerprints_withheld_total`; each card's
+/// first withholding in the window writes an audit line (`fingerprint_withheld`: the caller's uid,
+/// the group's keyed name, the count) and logs a warning.
 struct GuessLimit: Sendable {
     let store: FingerprintGuesses
     /// Distinct cards per group in the window, 1 to 1,000,000 (`gateway.fingerprint_guess_limit`).
@@ -95,10 +95,11 @@ struct GuessLimit: Sendable {
         var withheld = 0
         for (a, v) in zip(asked, verdicts) where !v.admitted {
             entries[a.index] = .withheld
-            // Reported once per card and window: the sidecar's filler asks again for the cards
-            // withheld, and a card counted earlier but withheld while its group is full is no guess.
-            guard v.firstWithheld else { continue }
+            // Every withheld answer counts in the metric (a count of first withholdings only would
+            // tell a guesser reading /metrics which guess was withheld before); the audit line and
+            // the log, which only the gateway zone reads, once per card and window.
             withheld += 1
+            guard v.firstWithheld else { continue }
             audit?.record(AuditEvent(action: "fingerprint_withheld", outcome: ErrorCode.fingerprintWithheld.rawValue, uid: peer, group: "grp_" + a.group,
                                      detail: [("distinct_cards", v.count), ("limit", limit), ("window_seconds", window)]))
             logger.warning("fingerprint withheld: truncation group past the guessing limit", metadata: [
