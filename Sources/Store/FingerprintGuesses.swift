@@ -47,6 +47,8 @@ public struct FingerprintGuesses: Sendable {
                 seen_at \(d.int) NOT NULL, PRIMARY KEY (grp, member))
             """,
             "CREATE INDEX vault_fingerprint_guesses_seen ON vault_fingerprint_guesses (seen_at)",
+            // A group's counted cards, however many it has withheld (a guesser's thousands).
+            "CREATE INDEX vault_fingerprint_guesses_counted ON vault_fingerprint_guesses (grp, counted_at)",
         ]
     }
 
@@ -73,8 +75,7 @@ public struct FingerprintGuesses: Sendable {
             }
             var out: [Int: Verdict] = [:]
             for g in touched {
-                try await tx.query("DELETE FROM vault_fingerprint_guesses WHERE grp = ? AND seen_at <= ?", [g, from])
-                var w = try await Self.windows([g], from: from, in: tx)[g] ?? Window()
+                var w = try await Self.window(g, members: Set(undecided.filter { items[$0].group == g }.map { items[$0].member }), from: from, in: tx)
                 for i in undecided where items[i].group == g {
                     let m = items[i].member
                     if w.counted.count >= limit {
@@ -113,24 +114,26 @@ public struct FingerprintGuesses: Sendable {
         }
     }
 
-    /// The windows of `groups` from `from` on, in one statement.
-    static func windows(_ groups: [String], from: Int64, in db: some SQLQuerying) async throws(StoreError) -> [String: Window] {
-        let marks = Array(repeating: "?", count: groups.count).joined(separator: ", ")
-        var out: [String: Window] = [:]
-        for row in try await db.query(
-            """
-            SELECT grp, member, COALESCE(counted_at, 0) > ?, COALESCE(withheld_at, 0) > ? FROM vault_fingerprint_guesses
-            WHERE grp IN (\(marks)) AND seen_at > ?
-            """, [from, from] + groups + [from] as [any SQLBindable])
-        {
-            let g = try row.string(0), m = try row.string(1)
-            var w = out[g] ?? Window()
-            w.rows.insert(m)
-            if try row.bool(2) { w.counted.insert(m) }
-            if try row.bool(3) { w.withheld.insert(m) }
-            out[g] = w
+    /// A group's window at `from`: its counted cards (at most the limit, through their index), and
+    /// of `members` those withheld and those with a row. Each read is bounded by the limit and the
+    /// batch, never by how many cards the group has withheld. Rows out of the window are left to
+    /// `prune`; every read compares the times with `from`.
+    static func window(_ group: String, members: Set<String>, from: Int64, in tx: Transaction) async throws(StoreError) -> Window {
+        var w = Window()
+        for row in try await tx.query("SELECT member FROM vault_fingerprint_guesses WHERE grp = ? AND counted_at > ?", [group, from]) {
+            w.counted.insert(try row.string(0))
         }
-        return out
+        let list = members.sorted()
+        let marks = Array(repeating: "?", count: list.count).joined(separator: ", ")
+        for row in try await tx.query(
+            "SELECT member, COALESCE(withheld_at, 0) > ? FROM vault_fingerprint_guesses WHERE grp = ? AND member IN (\(marks))",
+            [from, group] + list as [any SQLBindable])
+        {
+            let m = try row.string(0)
+            w.rows.insert(m)
+            if try row.bool(1) { w.withheld.insert(m) }
+        }
+        return w
     }
 
     /// Deletes the rows out of the window at `now` (milliseconds).
@@ -149,10 +152,3 @@ public struct FingerprintGuesses: Sendable {
     }
 }
 
-/// What runs a statement: the database, or a transaction of it.
-protocol SQLQuerying: Sendable {
-    func query(_ sql: String, _ arguments: [any SQLBindable]) async throws(StoreError) -> [SQLRow]
-}
-
-extension Database: SQLQuerying {}
-extension Transaction: SQLQuerying {}
